@@ -1,0 +1,1 @@
+"""Built-in backends. Each registers under the `mnemostore.backends` entry-point group."""

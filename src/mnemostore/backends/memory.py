@@ -1,0 +1,143 @@
+"""The in-memory reference backend: the simplest correct implementation, the suite's oracle.
+
+`memory://` is a fresh store; `memory://NAME` is shared by every open of NAME in this
+process (so two Store instances can exercise concurrency).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from ..core import codec
+from ..core.capabilities import Capability
+from ..core.filters import Expr, matches
+from ..core.protocol import Backend, Hit, OrderKey
+from ..core.records import Record
+from ..core.vectors import Vector
+from ..core.vectorsearch import scores, top_k
+
+_Rows = dict[tuple[str | None, str], tuple[bytes, bytes | None]]
+
+
+class _Data:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.kinds: dict[str, _Rows] = {}
+        self.meta: dict[str, Any] = {}
+
+
+_SHARED: dict[str, _Data] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def sort_records(records: list[Record], order: Sequence[OrderKey]) -> list[Record]:
+    """Sort by `order` with None before every value in both directions (reference order)."""
+    result = list(records)
+    for key in reversed(order):
+        field = key.field
+
+        def sort_key(record: Record, field: str = field) -> tuple[bool, Any]:
+            value = getattr(record, field)
+            return (value is not None, value if value is not None else 0)
+
+        result.sort(key=sort_key, reverse=key.descending)
+    return result
+
+
+class MemoryBackend(Backend):
+    name: ClassVar[str] = "memory"
+    schemes: ClassVar[tuple[str, ...]] = ("memory",)
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({
+        Capability.TRANSACTIONS,
+        Capability.ATOMIC_UPDATE,
+        Capability.FILTER_RANGE,
+        Capability.FILTER_METADATA,
+        Capability.VECTOR_COSINE,
+        Capability.VECTOR_DOT,
+        Capability.VECTOR_L2,
+        Capability.VECTOR_FILTERED,
+        Capability.LARGE_STATE,
+    })
+
+    def open(self) -> None:
+        name = (self.url.host or "") + self.url.path.strip("/")
+        if name:
+            with _SHARED_LOCK:
+                self._data = _SHARED.setdefault(name, _Data())
+        else:
+            self._data = _Data()
+
+    def close(self) -> None:
+        pass
+
+    def read_meta(self, key: str) -> Any:
+        return self._data.meta.get(key)
+
+    def write_meta(self, key: str, value: Any) -> None:
+        self._data.meta[key] = value
+
+    def _rows(self, kind: str) -> _Rows:
+        return self._data.kinds.setdefault(kind, {})
+
+    def _scan(self, kind: str, tenant: str | None, where: Expr | None) -> list[Record]:
+        found = []
+        for (row_tenant, _), (document, vector) in self._rows(kind).items():
+            if row_tenant != tenant:
+                continue
+            record = codec.decode(kind, document, vector)
+            if matches(where, record):
+                found.append(record)
+        return found
+
+    def put(self, kind: str, records: Sequence[Record]) -> None:
+        encoded = {(r.tenant_id, r.id): (codec.encode_document(r), codec.encode_vector(r)) for r in records}
+        with self._data.lock:
+            self._rows(kind).update(encoded)
+
+    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+              limit: int | None, vectors: bool = True) -> list[Record]:
+        with self._data.lock:
+            found = sort_records(self._scan(kind, tenant, where), order)
+        return found if limit is None else found[:limit]
+
+    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        with self._data.lock:
+            return len(self._scan(kind, tenant, where))
+
+    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        with self._data.lock:
+            doomed = self._scan(kind, tenant, where)
+            rows = self._rows(kind)
+            for record in doomed:
+                del rows[(tenant, record.id)]
+        return len(doomed)
+
+    def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
+               inc: Mapping[str, int | float]) -> Record | None:
+        with self._data.lock:
+            rows = self._rows(kind)
+            row = rows.get((tenant, id))
+            if row is None:
+                return None
+            current = codec.decode(kind, *row)
+            data = {**current.__dict__, **set}
+            for name, amount in inc.items():
+                data[name] += amount
+            record = type(current).model_construct(**data)
+            rows[(tenant, id)] = (codec.encode_document(record), codec.encode_vector(record))
+            return record
+
+    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
+               vectors: bool = True) -> list[Hit]:
+        import numpy as np
+
+        with self._data.lock:
+            candidates = [r for r in self._scan(kind, tenant, where) if r.embedding is not None]
+        if not candidates:
+            return []
+        matrix = np.stack([r.embedding for r in candidates]).astype(np.float64)
+        values = scores(matrix, np.asarray(vector, dtype=np.float64), self.params.metric)  # type: ignore[arg-type]
+        best = top_k(values, [r.id for r in candidates], k, self.params.metric)
+        return [Hit(candidates[i], score) for i, score in best]

@@ -1,0 +1,1 @@
+"""Core: records, filters, the backend protocol, capabilities, registry, config and the facade."""

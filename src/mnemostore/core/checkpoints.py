@@ -1,0 +1,150 @@
+"""Checkpoints of a run: lineage per run and branch, restore into a model, merge with reducers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from .collection import Collection
+from .errors import NotFound, ValidationError
+from .filters import Expr, F
+from .records import Checkpoint
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Latest:
+    def __repr__(self) -> str:
+        return "LATEST"
+
+
+LATEST: Any = _Latest()
+"""Default `parent`: the latest checkpoint of the same run and branch, if there is one."""
+
+
+def _append(a: Any, b: Any) -> Any:
+    return list(a or []) + list(b or [])
+
+
+def _union(a: Any, b: Any) -> Any:
+    merged = list(a or [])
+    merged.extend(item for item in (b or []) if item not in merged)
+    return merged
+
+
+def _merge(a: Any, b: Any) -> Any:
+    return {**(a or {}), **(b or {})}
+
+
+REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
+    "append": _append,
+    "merge": _merge,
+    "last": lambda a, b: b,
+    "sum": lambda a, b: (a or 0) + (b or 0),
+    "max": lambda a, b: b if a is None else a if b is None else max(a, b),
+    "min": lambda a, b: b if a is None else a if b is None else min(a, b),
+    "union": _union,
+}
+"""Per-field reducers for `merge`; a field without one takes the last parent's value."""
+
+
+class Checkpoints(Collection[Checkpoint]):
+    def save(self, run_id: str, state: Mapping[str, Any] | BaseModel, *, parent: Any = LATEST,
+             node_id: str = "", branch: str = "main", **fields: Any) -> Checkpoint:
+        """Save a snapshot of `state` (a dict or a pydantic model) for `run_id`.
+
+        `parent` is a checkpoint id, a list of ids (a merge), None for a root, or by default
+        the latest checkpoint of this run and branch. `sequence` is one past the parents'.
+        """
+        if isinstance(state, BaseModel):
+            state = state.model_dump(mode="json")
+        parents = self._parents(run_id, branch, parent)
+        sequence = 1 + max((p.sequence for p in parents), default=-1)
+        return self.add(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
+                        parent_ids=[p.id for p in parents], sequence=sequence, **fields)
+
+    def _parents(self, run_id: str, branch: str, parent: Any) -> list[Checkpoint]:
+        if parent is LATEST:
+            latest = self.latest(run_id, branch=branch)
+            return [latest] if latest is not None else []
+        if parent is None:
+            return []
+        ids = [parent] if isinstance(parent, str) else list(parent)
+        found = self.get_many(ids, vectors=False)
+        missing = set(ids) - {c.id for c in found}
+        if missing:
+            raise ValidationError.one("parent", f"no checkpoint with id {sorted(missing)[0]!r}")
+        return found
+
+    def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
+        """The checkpoint with the highest sequence (newest first on ties), or None."""
+        page = self.query(self._run_filter(run_id, branch), order_by=["-sequence", "-created_at"], limit=1)
+        return page.items[0] if page.items else None
+
+    def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
+        """Every checkpoint of a run (optionally one branch), oldest first."""
+        return self.all(self._run_filter(run_id, branch), order_by=["sequence", "created_at"])
+
+    def lineage(self, checkpoint_id: str) -> list[Checkpoint]:
+        """A checkpoint and its ancestors through first parents, newest first."""
+        chain: list[Checkpoint] = []
+        next_id: str | None = checkpoint_id
+        seen: set[str] = set()
+        while next_id is not None and next_id not in seen:
+            seen.add(next_id)
+            current = self.get(next_id)
+            if current is None:
+                if not chain:
+                    raise NotFound(f"no checkpoint with id {checkpoint_id!r}")
+                break
+            chain.append(current)
+            next_id = current.parent_ids[0] if current.parent_ids else None
+        return chain
+
+    def restore(self, run_id: str, model: type[M], branch: str | None = None) -> M | None:
+        """The latest state of a run as an instance of `model`, or None."""
+        latest = self.latest(run_id, branch)
+        return None if latest is None else model.model_validate(latest.state)
+
+    def prune(self, run_id: str, keep: int, branch: str | None = None) -> int:
+        """Delete all but the `keep` newest checkpoints of each branch of a run."""
+        if type(keep) is not int or keep < 0:
+            raise ValidationError.one("keep", "must be a non-negative integer")
+        doomed: list[str] = []
+        by_branch: dict[str, list[Checkpoint]] = {}
+        for checkpoint in self.iterate(self._run_filter(run_id, branch),
+                                       order_by=["-sequence", "-created_at"], vectors=False):
+            kept = by_branch.setdefault(checkpoint.branch_id, [])
+            if len(kept) < keep:
+                kept.append(checkpoint)
+            else:
+                doomed.append(checkpoint.id)
+        return self.delete(doomed) if doomed else 0
+
+    def merge(self, run_id: str, parents: Sequence[str], *, reducers: Mapping[str, str] | None = None,
+              node_id: str = "merge", branch: str = "main", **fields: Any) -> Checkpoint:
+        """Merge parallel branches into one checkpoint naming every parent.
+
+        Parents' states are folded in the order given, each field with its reducer
+        (append, merge, last, sum, max, min, union); fields without one take the last value.
+        """
+        reducers = dict(reducers or {})
+        for name, reducer in reducers.items():
+            if reducer not in REDUCERS:
+                known = ", ".join(REDUCERS)
+                raise ValidationError.one(f"reducers.{name}", f"unknown reducer {reducer!r}; use one of {known}")
+        found = {c.id: c for c in self._parents(run_id, branch, list(parents))}
+        state: dict[str, Any] = {}
+        for parent_id in parents:
+            for key, value in found[parent_id].state.items():
+                reduce = REDUCERS[reducers.get(key, "last")]
+                state[key] = reduce(state[key], value) if key in state else value
+        return self.save(run_id, state, parent=list(parents), node_id=node_id, branch=branch, **fields)
+
+    @staticmethod
+    def _run_filter(run_id: str, branch: str | None) -> Expr:
+        expr: Expr = F.run_id == run_id
+        return expr if branch is None else expr & (F.branch_id == branch)
+

@@ -1,0 +1,62 @@
+"""Record <-> bytes, for backends that store a record as a JSON document.
+
+The document holds every field but the embedding, which travels as float32 bytes so
+a backend can keep it in a vector column or matrix. Decoding trusts what it wrote and
+skips re-validation (it is a hot path).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from .records import Record, record_type
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DATETIME_FIELDS: dict[type[Record], tuple[str, ...]] = {}
+
+
+def _datetime_fields(cls: type[Record]) -> tuple[str, ...]:
+    found = _DATETIME_FIELDS.get(cls)
+    if found is None:
+        found = tuple(name for name, t in cls.filterable.items() if t is datetime)
+        _DATETIME_FIELDS[cls] = found
+    return found
+
+
+def encode_document(record: Record) -> bytes:
+    """Every field except `embedding`, as JSON (datetimes as RFC 3339 with their offset)."""
+    data = dict(record.__dict__)
+    del data["embedding"]
+    return orjson.dumps(data)
+
+
+def encode_vector(record: Record) -> bytes | None:
+    return None if record.embedding is None else record.embedding.tobytes()
+
+
+def decode(kind: str, document: bytes | str, vector: bytes | None = None) -> Record:
+    """Rebuild a record written by `encode_document` (+ `encode_vector`)."""
+    cls = record_type(kind)
+    data: dict[str, Any] = orjson.loads(document)
+    for name in _datetime_fields(cls):
+        value = data.get(name)
+        if value is not None:
+            data[name] = datetime.fromisoformat(value)
+    data["embedding"] = decode_vector(vector) if vector is not None else None
+    return cls.model_construct(**data)
+
+
+def decode_vector(data: bytes) -> Any:
+    import numpy as np
+
+    array = np.frombuffer(data, dtype=np.float32)
+    return array  # frombuffer over bytes is read-only already
+
+
+def instant_micros(value: datetime) -> int:
+    """A datetime as integer microseconds since the epoch: sortable, offset-independent."""
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

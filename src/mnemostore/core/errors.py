@@ -1,0 +1,75 @@
+"""The error hierarchy: every error mnemostore raises derives from `MnemostoreError`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class MnemostoreError(Exception):
+    """Base class of every error raised by mnemostore."""
+
+
+class ConfigError(MnemostoreError):
+    """A URL, option or config file is wrong; the message says which and how to fix it."""
+
+
+class UnknownBackend(ConfigError):
+    """No installed backend handles the requested URL scheme."""
+
+
+class BackendNotInstalled(ConfigError):
+    """The backend is known but its driver is missing; the message names the extra."""
+
+
+class PluginLoadError(ConfigError):
+    """A plugin's entry point failed to load; the cause is chained."""
+
+
+class DuplicateBackend(ConfigError):
+    """Two plugins claim the same backend name or URL scheme."""
+
+
+class ValidationError(MnemostoreError, ValueError):
+    """Input was rejected before anything was written. `errors` lists (field, message)."""
+
+    def __init__(self, errors: Sequence[tuple[str, str]]) -> None:
+        self.errors: list[tuple[str, str]] = list(errors)
+        lines = [f"{field}: {message}" if field else message for field, message in self.errors]
+        super().__init__("; ".join(lines) if len(lines) < 4 else "\n  " + "\n  ".join(lines))
+
+    @classmethod
+    def one(cls, field: str, message: str) -> ValidationError:
+        return cls([(field, message)])
+
+    def prefixed(self, prefix: str) -> ValidationError:
+        """The same errors with `prefix` in front of every field name (e.g. `records[3]`)."""
+        return ValidationError(
+            [(f"{prefix}.{field}" if field else prefix, message) for field, message in self.errors]
+        )
+
+
+class UnsupportedFilter(MnemostoreError):
+    """The backend cannot honour a filter operator; it never silently drops it."""
+
+
+class UnsupportedCapability(MnemostoreError):
+    """An operation needs a capability the backend does not declare."""
+
+
+class NotFound(MnemostoreError, KeyError):
+    """A record that an operation requires does not exist (in this tenant)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+class StoreClosed(MnemostoreError):
+    """The store was used after `close()`."""
+
+
+class SchemaMismatch(MnemostoreError):
+    """The store's persisted parameters (dimension, metric, …) differ from the configuration."""
+
+
+class BackendError(MnemostoreError):
+    """The engine failed in a way mnemostore could not prevent; the driver error is chained."""

@@ -1,0 +1,77 @@
+"""Checks that a value is plain JSON that every engine stores losslessly."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def check_text(value: str) -> str | None:
+    """Return why `value` cannot be stored as text, or None if it can."""
+    if "\x00" in value:
+        return "contains a NUL character (U+0000), which PostgreSQL and others cannot store"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (contains a lone surrogate)"
+    return None
+
+
+def find_json_problem(value: Any, path: str) -> tuple[str, str] | None:
+    """Walk `value` and return (path, problem) for the first non-JSON part, or None."""
+    if value is None or value is True or value is False:
+        return None
+    kind = type(value)
+    if kind is str:
+        problem = check_text(value)
+        return (path, f"string {problem}") if problem else None
+    if kind is int:
+        if not INT64_MIN <= value <= INT64_MAX:
+            return path, "integer does not fit in 64 bits"
+        return None
+    if kind is float:
+        return None if math.isfinite(value) else (path, f"{value} is not a finite number")
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return f"{path}[{key!r}]", f"key must be a string, not {type(key).__name__}"
+            problem = check_text(key)
+            if problem:
+                return f"{path}[{key!r}]", f"key {problem}"
+            found = find_json_problem(item, f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if kind is list:
+        for index, item in enumerate(value):
+            found = find_json_problem(item, f"{path}[{index}]")
+            if found:
+                return found
+        return None
+    return path, f"{kind.__name__} is not JSON (use str, int, float, bool, None, list or dict)"
+
+
+def dumps_json_document(value: Any, path: str) -> bytes:
+    """Serialise a JSON document, rejecting anything that would not read back equal.
+
+    orjson does the work; a failed or lossy dump (NaN, tuples, datetimes, subclasses)
+    falls back to a walk that names the offending path.
+    """
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_DATETIME
+                            | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
+        if orjson.loads(data) == value:
+            return data
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    found = find_json_problem(value, path)
+    if found is None:  # equal-but-different values such as NaN inside a list
+        found = (path, "does not survive a JSON round trip (NaN or infinity?)")
+    from .errors import ValidationError
+
+    raise ValidationError([found])

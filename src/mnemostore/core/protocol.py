@@ -1,0 +1,170 @@
+"""The backend protocol: the few generic operations every store implements.
+
+Everything kind-specific lives in the facade (`core/store.py`), written once on top of
+this. Core validates every argument before a backend sees it: records are validated
+models with `tenant_id` set, filters are bound to the kind's fields, update field names
+come from the kind's allow-list, and vectors have the store's dimension.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from .capabilities import Capability
+from .errors import UnsupportedCapability
+from .filters import Expr, F, all_of
+from .records import Record
+
+if TYPE_CHECKING:
+    from .url import StoreURL
+    from .vectors import Vector
+
+Metric = Literal["cosine", "dot", "l2"]
+
+
+class OrderKey(NamedTuple):
+    """One ordering term. Missing values (None) sort before every value, in both directions."""
+
+    field: str
+    descending: bool = False
+
+
+ID_ORDER = OrderKey("id")
+"""The tie-breaker core appends to every ordering, so pagination is stable."""
+
+
+class Hit(NamedTuple):
+    """A search result: the record and its score (similarity for cosine/dot, distance for l2)."""
+
+    record: Record
+    score: float
+
+
+@dataclass(frozen=True)
+class StoreParams:
+    """Parameters fixed for the life of a store, persisted in it and checked on open."""
+
+    dimension: int | None = None
+    metric: Metric = "cosine"
+
+
+class NoOptions(BaseModel):
+    """Options model of a backend that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Backend(ABC):
+    """What a backend implements. A plugin subclasses this and registers the class.
+
+    Tenancy: every operation receives `tenant` (None for the default tenant) and must
+    see only records whose `tenant_id` equals it. Ids are unique per (kind, tenant).
+    """
+
+    name: ClassVar[str]
+    """Registry name, e.g. "sqlite"."""
+    schemes: ClassVar[tuple[str, ...]]
+    """URL schemes this backend opens, e.g. ("postgresql", "postgres")."""
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
+    options_model: ClassVar[type[BaseModel]] = NoOptions
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Importable driver modules; checked before open so a missing one names `extra`."""
+    extra: ClassVar[str | None] = None
+    """The pip extra that installs `requires` (`pip install "mnemostore[<extra>]"`)."""
+
+    params: StoreParams
+
+    def __init__(self, url: StoreURL, options: BaseModel) -> None:
+        self.url = url
+        self.options = options
+        self.params = StoreParams()
+
+    # lifecycle -----------------------------------------------------------------
+    @abstractmethod
+    def open(self) -> None:
+        """Connect and create what is missing (tables, directories, collections)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every resource; idempotent."""
+
+    @abstractmethod
+    def read_meta(self, key: str) -> Any:
+        """A small persistent JSON value stored with the store, or None."""
+
+    @abstractmethod
+    def write_meta(self, key: str, value: Any) -> None:
+        """Persist a small JSON value (store parameters, ledger state)."""
+
+    # records ---------------------------------------------------------------------
+    @abstractmethod
+    def put(self, kind: str, records: Sequence[Record]) -> None:
+        """Insert or replace records by (tenant_id, id); one batch, all-or-nothing if the
+        backend declares `transactions`."""
+
+    @abstractmethod
+    def query(
+        self,
+        kind: str,
+        tenant: str | None,
+        where: Expr | None,
+        order: Sequence[OrderKey],
+        limit: int | None,
+        vectors: bool = True,
+    ) -> list[Record]:
+        """Records matching `where`, sorted by `order` (always ending in `id`), at most `limit`.
+        With `vectors=False` a backend may leave `embedding` out (it is a read hint)."""
+
+    @abstractmethod
+    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        """How many records match `where`."""
+
+    @abstractmethod
+    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        """Delete matching records (all of the tenant's, if `where` is None); return how many."""
+
+    @abstractmethod
+    def update(
+        self,
+        kind: str,
+        tenant: str | None,
+        id: str,
+        set: Mapping[str, Any],
+        inc: Mapping[str, int | float],
+    ) -> Record | None:
+        """Atomically set fields and add to counters of one record; return it, or None if absent."""
+
+    def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
+        """Records with these ids, in any order, missing ones left out. Override for speed."""
+        return self.query(kind, tenant, F.id.in_(ids), (ID_ORDER,), None, vectors)
+
+    def search(
+        self,
+        kind: str,
+        tenant: str | None,
+        vector: Vector,
+        k: int,
+        where: Expr | None,
+        vectors: bool = True,
+    ) -> list[Hit]:
+        """The k nearest records with an embedding that match `where`, best first, ties by id.
+
+        Uses `self.params.metric`. The filter must be applied inside the search.
+        """
+        raise UnsupportedCapability(f"the {self.name} backend does not support vector search")
+
+    def describe(self) -> dict[str, Any]:
+        """Backend facts for `mnemostore info` (paths, server versions); no secrets."""
+        return {}
+
+
+def with_ids(ids: Sequence[str], where: Expr | None = None) -> Expr:
+    """The filter for "these ids, and `where`"."""
+    found = all_of(F.id.in_(tuple(ids)), where)
+    assert found is not None
+    return found

@@ -1,0 +1,254 @@
+"""The record kinds: pydantic models validated at the boundary.
+
+Datetimes must be timezone-aware (naive ones are rejected, never guessed) and keep
+their offset; ordering and filters compare instants. Strings may not contain NUL.
+Embeddings are float32 arrays checked with numpy (see `vectors.as_vector`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar
+
+import orjson
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    model_validator,
+)
+from pydantic import (
+    ValidationError as PydanticValidationError,
+)
+
+from .errors import ValidationError
+from .jsonvalues import check_text, dumps_json_document, find_json_problem
+from .vectors import as_vector, vectors_equal
+
+
+def _text(value: str) -> str:
+    problem = check_text(value)
+    if problem:
+        raise ValueError(f"string {problem}")
+    return value
+
+
+def _metadata(value: dict[str, Any]) -> dict[str, Any]:
+    found = find_json_problem(value, "")
+    if found:
+        path, problem = found
+        raise ValueError(f"{path.lstrip('.')}: {problem}" if path else problem)
+    return value
+
+
+def convert_validation_error(exc: PydanticValidationError) -> ValidationError:
+    """pydantic's error as ours: one (field, message) per problem, field as a dotted path."""
+    errors = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "is required"
+        errors.append((field, message))
+    return ValidationError(errors)
+
+
+def _vector(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return as_vector(value)
+    except ValidationError as exc:
+        raise ValueError(exc.errors[0][1]) from None
+
+
+def _dump_vector(value: Any) -> Any:
+    return None if value is None else value.tolist()
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+Text = Annotated[str, AfterValidator(_text)]
+Identifier = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_text)]
+Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
+Embedding_ = Annotated[Any, PlainValidator(_vector), PlainSerializer(_dump_vector)]
+NonNegative = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
+class Record(BaseModel):
+    """Fields every kind shares. `kind` names the collection a kind lives in."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, revalidate_instances="never")
+
+    kind: ClassVar[str]
+    filterable: ClassVar[dict[str, type]]
+    """Fields a filter or an ordering may name, with the Python type of their values."""
+    incrementable: ClassVar[frozenset[str]]
+    """Numeric fields `update(..., inc=...)` may increment."""
+
+    id: Identifier = Field(default_factory=new_id)
+    tenant_id: Identifier | None = None
+    agent: Text | None = None
+    project_id: Text | None = None
+    created_at: AwareDatetime = Field(default_factory=utcnow)
+    updated_at: AwareDatetime = Field(default_factory=utcnow)
+    metadata: Metadata = Field(default_factory=dict)
+    embedding: Embedding_ = None
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except PydanticValidationError as exc:
+            raise convert_validation_error(exc) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except PydanticValidationError as exc:
+            raise convert_validation_error(exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Any:
+        try:
+            return super().model_validate(obj, **kwargs)
+        except PydanticValidationError as exc:
+            raise convert_validation_error(exc) from None
+
+    def __eq__(self, other: object) -> bool:
+        if type(self) is not type(other):
+            return NotImplemented
+        assert isinstance(other, Record)
+        mine, theirs = dict(self.__dict__), dict(other.__dict__)
+        return vectors_equal(mine.pop("embedding"), theirs.pop("embedding")) and mine == theirs
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_COMMON: dict[str, type] = {
+    "id": str,
+    "agent": str,
+    "project_id": str,
+    "created_at": datetime,
+    "updated_at": datetime,
+}
+
+
+class Outcome(Record):
+    """One attempt at a task and how it went."""
+
+    kind: ClassVar[str] = "outcome"
+    filterable: ClassVar[dict[str, type]] = {
+        **_COMMON, "task_type": str, "success": bool, "strategy_used": str, "duration_ms": int,
+    }
+    incrementable: ClassVar[frozenset[str]] = frozenset()
+
+    task_type: Text
+    task_description: Text = ""
+    success: bool
+    strategy_used: Text = ""
+    duration_ms: NonNegative | None = None
+    error_message: Text | None = None
+    user_feedback: Text | None = None
+
+
+class Heuristic(Record):
+    """A learned rule: in `condition`, `strategy` tends to work."""
+
+    kind: ClassVar[str] = "heuristic"
+    filterable: ClassVar[dict[str, type]] = {
+        **_COMMON, "condition": str, "strategy": str, "confidence": float,
+        "occurrence_count": int, "success_count": int, "last_validated": datetime,
+    }
+    incrementable: ClassVar[frozenset[str]] = frozenset({"occurrence_count", "success_count"})
+
+    condition: Text
+    strategy: Text
+    confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.5
+    occurrence_count: NonNegative = 0
+    success_count: NonNegative = 0
+    last_validated: AwareDatetime | None = None
+
+
+class AntiPattern(Record):
+    """Something to avoid, why, and what to do instead."""
+
+    kind: ClassVar[str] = "anti_pattern"
+    filterable: ClassVar[dict[str, type]] = {
+        **_COMMON, "pattern": str, "occurrence_count": int, "last_seen": datetime,
+    }
+    incrementable: ClassVar[frozenset[str]] = frozenset({"occurrence_count"})
+
+    pattern: Text
+    why_bad: Text = ""
+    better_alternative: Text = ""
+    occurrence_count: NonNegative = 1
+    last_seen: AwareDatetime | None = None
+
+
+class Checkpoint(Record):
+    """A snapshot of a run's state; `parent_ids` holds several parents after a merge."""
+
+    kind: ClassVar[str] = "checkpoint"
+    filterable: ClassVar[dict[str, type]] = {
+        **_COMMON, "run_id": str, "node_id": str, "sequence": int, "branch_id": str,
+        "state_hash": str,
+    }
+    incrementable: ClassVar[frozenset[str]] = frozenset()
+
+    run_id: Identifier
+    node_id: Text = ""
+    sequence: NonNegative = 0
+    branch_id: Identifier = "main"
+    parent_ids: list[Identifier] = Field(default_factory=list)
+    state: dict[str, Any] = Field(default_factory=dict)
+    state_hash: str = ""
+
+    @model_validator(mode="after")
+    def _hash_state(self) -> Checkpoint:
+        data = dumps_json_document(self.state, "state")
+        if not self.state_hash:
+            # Sorted keys so equal states hash equally whatever their key order.
+            canonical = data if len(self.state) < 2 else orjson.dumps(
+                self.state, option=orjson.OPT_SORT_KEYS)
+            object.__setattr__(self, "state_hash", hashlib.sha256(canonical).hexdigest())
+        return self
+
+
+class Embedding(Record):
+    """A free-standing vector with its text, namespace and model name."""
+
+    kind: ClassVar[str] = "embedding"
+    filterable: ClassVar[dict[str, type]] = {
+        **_COMMON, "namespace": str, "model": str, "text": str,
+    }
+    incrementable: ClassVar[frozenset[str]] = frozenset()
+
+    namespace: Identifier = "default"
+    text: Text = ""
+    model: Text = ""
+
+
+RECORD_TYPES: dict[str, type[Record]] = {
+    cls.kind: cls for cls in (Outcome, Heuristic, AntiPattern, Checkpoint, Embedding)
+}
+KINDS: tuple[str, ...] = tuple(RECORD_TYPES)
+
+
+def record_type(kind: str) -> type[Record]:
+    """The model class for a kind name, or a clear error listing the kinds."""
+    try:
+        return RECORD_TYPES[kind]
+    except KeyError:
+        raise ValidationError.one("kind", f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}") from None

@@ -1,0 +1,245 @@
+"""Finding backends: entry points, pluggy plugins and in-process registration, all lazy.
+
+Built-in backends register under the entry-point group `mnemostore.backends` exactly as
+a third-party plugin does (name = backend name, value = `module:BackendClass`). Nothing
+is imported until a backend is asked for, and a plugin that fails to load is reported
+by name without hiding the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any
+
+from .errors import BackendNotInstalled, DuplicateBackend, PluginLoadError, UnknownBackend
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from .protocol import Backend
+
+BACKEND_GROUP = "mnemostore.backends"
+PLUGIN_GROUP = "mnemostore.plugins"
+
+
+@dataclass
+class BackendEntry:
+    """One registered backend, loaded on first use."""
+
+    name: str
+    source: str
+    """Where it came from: `module:Class` of an entry point, a plugin, or "register()"."""
+    distribution: str | None = None
+    version: str | None = None
+    entry_point: EntryPoint | None = field(default=None, repr=False)
+    cls: type[Backend] | None = field(default=None, repr=False)
+    error: PluginLoadError | None = field(default=None, repr=False)
+
+    def load(self) -> type[Backend]:
+        """The backend class; a failed import raises PluginLoadError with the cause chained."""
+        if self.cls is not None:
+            return self.cls
+        if self.error is not None:
+            raise self.error
+        assert self.entry_point is not None
+        try:
+            loaded = self.entry_point.load()
+        except Exception as exc:
+            self.error = PluginLoadError(
+                f"backend plugin {self.name!r} ({self.source}, from distribution "
+                f"{self.distribution or 'unknown'}) failed to load: {type(exc).__name__}: {exc}"
+            )
+            self.error.__cause__ = exc
+            raise self.error from exc
+        self.cls = _check_backend_class(loaded, self.source)
+        return self.cls
+
+    @property
+    def status(self) -> str:
+        """"ok", "not loaded", "missing driver (pip install ...)" or the load error."""
+        if self.error is not None:
+            return f"error: {self.error.__cause__!r}"
+        if self.cls is None:
+            return "not loaded"
+        missing = missing_driver(self.cls)
+        return f"missing driver: {missing}" if missing else "ok"
+
+
+def _check_backend_class(obj: Any, source: str) -> type[Backend]:
+    from .protocol import Backend
+
+    if not (isinstance(obj, type) and issubclass(obj, Backend)):
+        raise PluginLoadError(f"{source} is not a mnemostore Backend subclass: {obj!r}")
+    for attr in ("name", "schemes"):
+        if not getattr(obj, attr, None):
+            raise PluginLoadError(f"backend class {source} must set `{attr}`")
+    from .capabilities import parse_capabilities
+
+    parse_capabilities(obj.capabilities)  # an unknown capability is an error here
+    return obj
+
+
+class Registry:
+    """The backends known to this process."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, BackendEntry] | None = None
+        self._plugins_loaded = False
+        self._plugin_errors: list[PluginLoadError] = []
+        self._manager: pluggy.PluginManager | None = None
+
+    # discovery ------------------------------------------------------------------
+    def _discover(self) -> dict[str, BackendEntry]:
+        if self._entries is None:
+            entries: dict[str, BackendEntry] = {}
+            seen: set[tuple[str, str]] = set()
+            for ep in entry_points(group=BACKEND_GROUP):
+                if (ep.name, ep.value) in seen:  # the same distribution seen twice on sys.path
+                    continue
+                seen.add((ep.name, ep.value))
+                dist = ep.dist
+                entry = BackendEntry(
+                    name=ep.name,
+                    source=ep.value,
+                    distribution=dist.name if dist else None,
+                    version=dist.version if dist else None,
+                    entry_point=ep,
+                )
+                self._add(entries, entry)
+            self._entries = entries
+        return self._entries
+
+    @staticmethod
+    def _add(entries: dict[str, BackendEntry], entry: BackendEntry) -> None:
+        existing = entries.get(entry.name)
+        if existing is not None:
+            raise DuplicateBackend(
+                f"two plugins register the backend name {entry.name!r}: {existing.source} "
+                f"(distribution {existing.distribution}) and {entry.source} "
+                f"(distribution {entry.distribution}); uninstall one of them"
+            )
+        entries[entry.name] = entry
+
+    def _load_plugins(self) -> None:
+        """Run the pluggy hooks of `mnemostore.plugins` entry points (once)."""
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        manager = self.plugin_manager
+        entries = self._discover()
+        for ep in entry_points(group=PLUGIN_GROUP):
+            dist = ep.dist.name if ep.dist else "unknown"
+            try:
+                manager.register(ep.load(), name=f"{dist}:{ep.name}")
+            except Exception as exc:
+                error = PluginLoadError(f"plugin {ep.name!r} ({ep.value}, from {dist}) failed to load: {exc}")
+                error.__cause__ = exc
+                self._plugin_errors.append(error)
+        for result in manager.hook.mnemostore_add_backends():
+            for cls in result or ():
+                checked = _check_backend_class(cls, f"{cls.__module__}:{cls.__qualname__}")
+                self._add(entries, BackendEntry(checked.name, f"plugin hook {checked.__module__}", cls=checked))
+
+    @property
+    def plugin_manager(self) -> pluggy.PluginManager:
+        if self._manager is None:
+            import pluggy
+
+            from . import hookspecs
+
+            self._manager = pluggy.PluginManager(hookspecs.PROJECT)
+            self._manager.add_hookspecs(hookspecs)
+        return self._manager
+
+    # public ---------------------------------------------------------------------
+    def register(self, cls: type[Backend], *, replace: bool = False) -> None:
+        """Register a backend class in this process (tests, notebooks, embedded plugins)."""
+        checked = _check_backend_class(cls, f"{cls.__module__}:{cls.__qualname__}")
+        entries = self._discover()
+        if replace:
+            entries.pop(checked.name, None)
+        self._add(entries, BackendEntry(checked.name, "register()", cls=checked))
+
+    def unregister(self, name: str) -> None:
+        self._discover().pop(name, None)
+
+    def entries(self) -> list[BackendEntry]:
+        """Every known backend, loading each to learn its capabilities; errors are kept."""
+        self._load_plugins()
+        for entry in self._discover().values():
+            with contextlib.suppress(PluginLoadError):
+                entry.load()
+        return sorted(self._discover().values(), key=lambda e: e.name)
+
+    @property
+    def plugin_errors(self) -> list[PluginLoadError]:
+        return list(self._plugin_errors)
+
+    def get(self, name: str) -> type[Backend]:
+        entries = self._discover()
+        if name not in entries:
+            self._load_plugins()
+        if name not in entries:
+            raise UnknownBackend(f"no backend named {name!r}; installed: {self._names()}")
+        return entries[name].load()
+
+    def for_scheme(self, scheme: str) -> type[Backend]:
+        """The backend whose `schemes` include `scheme`, trying the likely entry first."""
+        entries = self._discover()
+        base = scheme.split("+", 1)[0]
+        candidate = entries.get(base)
+        if candidate is not None:
+            cls = candidate.load()
+            if scheme in cls.schemes:
+                return cls
+        self._load_plugins()
+        failures: list[PluginLoadError] = []
+        for entry in list(entries.values()):
+            try:
+                cls = entry.load()
+            except PluginLoadError as exc:
+                failures.append(exc)
+                continue
+            if scheme in cls.schemes:
+                return cls
+        hint = ""
+        if failures:
+            hint = "; some plugins failed to load: " + "; ".join(str(f) for f in failures)
+        raise UnknownBackend(
+            f"no installed backend handles the URL scheme {scheme!r}; installed schemes: "
+            f"{self._schemes()}{hint}"
+        )
+
+    def _names(self) -> str:
+        return ", ".join(sorted(self._discover())) or "none"
+
+    def _schemes(self) -> str:
+        schemes: list[str] = []
+        for entry in self._discover().values():
+            try:
+                schemes.extend(entry.load().schemes)
+            except PluginLoadError:
+                continue
+        return ", ".join(sorted(schemes)) or "none"
+
+
+def missing_driver(cls: type[Backend]) -> str | None:
+    """A message naming the missing driver and the extra to install, or None."""
+    missing = [module for module in cls.requires if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    extra = f'pip install "mnemostore[{cls.extra}]"' if cls.extra else f"pip install {' '.join(missing)}"
+    return f"the {cls.name} backend needs {', '.join(missing)}; install it with: {extra}"
+
+
+def ensure_driver(cls: type[Backend]) -> None:
+    message = missing_driver(cls)
+    if message:
+        raise BackendNotInstalled(message)
+
+
+registry = Registry()
+"""The process-wide registry."""

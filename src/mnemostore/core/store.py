@@ -1,0 +1,260 @@
+"""`Store`: the facade an application uses, and `open()`, which builds one from config."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from .capabilities import VECTOR_METRICS, Capability
+from .checkpoints import Checkpoints
+from .collection import AntiPatterns, Collection, Heuristics, Outcomes, Where, bind_where
+from .config import StoreConfig, resolve
+from .errors import (
+    BackendNotInstalled,
+    ConfigError,
+    SchemaMismatch,
+    StoreClosed,
+    UnsupportedCapability,
+    UnsupportedFilter,
+    ValidationError,
+)
+from .filters import Expr, walk
+from .protocol import Backend, Hit, StoreParams
+from .records import AntiPattern, Checkpoint, Embedding, Heuristic, Outcome, Record, record_type, utcnow
+from .registry import ensure_driver, registry
+from .url import StoreURL
+from .vectors import as_vector
+
+PARAMS_KEY = "params"
+_FIXED_FIELDS = frozenset({"id", "tenant_id", "created_at", "kind"})
+
+
+class Store:
+    """One store: typed collections over a backend, scoped to one tenant."""
+
+    def __init__(self, backend: Backend, *, tenant: str | None = None, dimension: int | None = None,
+                 metric: str | None = None) -> None:
+        self.backend = backend
+        self.tenant = tenant
+        self._closed = False
+        self._lock = threading.Lock()
+        self.outcomes: Outcomes = Outcomes(self, Outcome)
+        self.heuristics: Heuristics = Heuristics(self, Heuristic)
+        self.anti_patterns: AntiPatterns = AntiPatterns(self, AntiPattern)
+        self.checkpoints: Checkpoints = Checkpoints(self, Checkpoint)
+        self.embeddings: Collection[Embedding] = Collection(self, Embedding)
+        self._collections: dict[str, Collection[Any]] = {
+            c.kind: c for c in (self.outcomes, self.heuristics, self.anti_patterns,
+                                self.checkpoints, self.embeddings)
+        }
+        self._settle_params(dimension, metric)
+
+    # lifecycle ------------------------------------------------------------------
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.backend.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        tenant = f", tenant={self.tenant!r}" if self.tenant else ""
+        return f"<Store {self.backend.name} {self.backend.url.masked}{tenant}>"
+
+    # facts ----------------------------------------------------------------------
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return self.backend.capabilities
+
+    @property
+    def params(self) -> StoreParams:
+        return self.backend.params
+
+    def collection(self, kind: str) -> Collection[Any]:
+        record_type(kind)
+        return self._collections[kind]
+
+    def require(self, capability: Capability, what: str) -> None:
+        if capability not in self.backend.capabilities:
+            raise UnsupportedCapability(
+                f"{what} needs the {capability.value!r} capability, which the "
+                f"{self.backend.name} backend does not declare"
+            )
+
+    # search ---------------------------------------------------------------------
+    def search(self, kind: str, vector: Any, k: int = 10, *, where: Where = None,
+               vectors: bool = True) -> list[Hit]:
+        """The k records of `kind` nearest to `vector` that match `where`, best first."""
+        cls = record_type(kind)
+        metric = self.params.metric
+        self.require(VECTOR_METRICS[metric], f"{metric} vector search")
+        if type(k) is not int or k < 1:
+            raise ValidationError.one("k", "must be a positive integer")
+        query = as_vector(vector, "vector", self.params.dimension)
+        bound = self._bind(cls, where)
+        if bound is not None:
+            self.require(Capability.VECTOR_FILTERED, "filtered vector search")
+        if self.params.dimension is None:
+            return []  # nothing with an embedding was ever written
+        hits: list[Hit] = self._backend_call("search", kind, self.tenant, query, k, bound, vectors)
+        return hits
+
+    # helpers for collections --------------------------------------------------------
+    def _bind(self, cls: type[Record], where: Where) -> Expr | None:
+        bound = bind_where(cls, where)
+        caps = self.backend.capabilities
+        for cmp in walk(bound):
+            if cmp.field[0] == "metadata" and Capability.FILTER_METADATA not in caps:
+                raise UnsupportedFilter(f"the {self.backend.name} backend cannot filter on metadata keys")
+            if cmp.op in ("lt", "le", "gt", "ge") and Capability.FILTER_RANGE not in caps:
+                raise UnsupportedFilter(f"the {self.backend.name} backend cannot filter by ranges ({cmp!r})")
+        return bound
+
+    def _admit(self, cls: type[Record], item: Record | Mapping[str, Any]) -> Any:
+        """Validate one record for this store: its type, tenant and embedding dimension."""
+        if isinstance(item, Record):
+            if type(item) is not cls:
+                raise ValidationError.one("", f"expected a {cls.__name__}, got {type(item).__name__}")
+            record = item
+        elif isinstance(item, Mapping):
+            record = cls(**item)
+        else:
+            raise ValidationError.one("", f"expected a {cls.__name__} or a mapping, got {type(item).__name__}")
+        if record.tenant_id != self.tenant:
+            if record.tenant_id is not None:
+                raise ValidationError.one(
+                    "tenant_id", f"is {record.tenant_id!r} but this store is scoped to tenant {self.tenant!r}")
+            record = record.model_copy(update={"tenant_id": self.tenant})
+        if record.embedding is not None and self.params.dimension is not None:
+            as_vector(record.embedding, "embedding", self.params.dimension)
+        return record
+
+    def _settle_dimension(self, batch: Sequence[Record]) -> None:
+        """Fix the store's dimension from the first embedding ever written."""
+        dims = {r.embedding.shape[0] for r in batch if r.embedding is not None}
+        if not dims:
+            return
+        if len(dims) > 1:
+            raise ValidationError.one("embedding", f"one batch holds several dimensions: {sorted(dims)}")
+        if self.params.dimension is None:
+            with self._lock:
+                self._settle_params(dims.pop(), None)
+
+    def _check_update(self, cls: type[Record], set: Mapping[str, Any], inc: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate update field names against the kind's allow-lists and values against the model."""
+        if not set and not inc:
+            raise ValidationError.one("update", "nothing to update: give set= or inc=")
+        changes: dict[str, Any] = {}
+        for name, value in set.items():
+            if name not in cls.model_fields or name in _FIXED_FIELDS:
+                raise ValidationError.one(f"set.{name}", "is not a field that can be updated")
+            if name in inc:
+                raise ValidationError.one(f"set.{name}", "is both set and incremented")
+            changes[name] = _validate_field(cls, name, value)
+        for name, amount in inc.items():
+            if name not in cls.incrementable:
+                allowed = ", ".join(sorted(cls.incrementable)) or "none"
+                raise ValidationError.one(f"inc.{name}", f"is not an incrementable counter (allowed: {allowed})")
+            if type(amount) is not int or not 0 <= amount < 2**62:
+                raise ValidationError.one(f"inc.{name}", "increments must be non-negative integers")
+        if "embedding" in changes and changes["embedding"] is not None:
+            as_vector(changes["embedding"], "set.embedding", self.params.dimension)
+            self._settle_dimension([cls.model_construct(embedding=changes["embedding"])])
+        changes.setdefault("updated_at", utcnow())
+        return changes
+
+    def _write(self, kind: str, batch: Sequence[Record]) -> None:
+        self._backend_call("put", kind, batch)
+
+    def _backend_call(self, method: str, *args: Any) -> Any:
+        if self._closed:
+            raise StoreClosed(f"{self!r} is closed")
+        return getattr(self.backend, method)(*args)
+
+    def _settle_params(self, dimension: int | None, metric: str | None) -> None:
+        """Check configured parameters against the store's, then persist what is new."""
+        stored = self.backend.read_meta(PARAMS_KEY) or {}
+        stored_dim, stored_metric = stored.get("dimension"), stored.get("metric")
+        if dimension is not None and stored_dim is not None and dimension != stored_dim:
+            raise SchemaMismatch(
+                f"this store holds {stored_dim}-dimensional embeddings but {dimension} was configured; "
+                "open it with the stored dimension or re-embed it with a migration")
+        if metric is not None and stored_metric is not None and metric != stored_metric:
+            raise SchemaMismatch(
+                f"this store was created with the {stored_metric!r} metric but {metric!r} was configured")
+        chosen = stored_metric or metric or "cosine"
+        if chosen not in VECTOR_METRICS:
+            raise ConfigError(f"unknown metric {chosen!r}; use cosine, dot or l2")
+        params = StoreParams(dimension=stored_dim or dimension, metric=chosen)  # type: ignore[arg-type]
+        wanted = {"dimension": params.dimension, "metric": params.metric}
+        if wanted != stored:
+            self.backend.write_meta(PARAMS_KEY, wanted)
+        self.backend.params = params
+
+def _validate_field(cls: type[Record], name: str, value: Any) -> Any:
+    """One field's value validated by the model's own rules."""
+    try:
+        probe = cls.model_construct()
+        probe.__pydantic_validator__.validate_assignment(probe, name, value)
+    except PydanticValidationError as exc:
+        from .records import convert_validation_error
+
+        raise convert_validation_error(exc).prefixed("set") from None
+    return probe.__dict__[name]
+
+
+def open(url: str | None = None, *, tenant: str | None = None, dimension: int | None = None,
+         metric: str | None = None, **options: Any) -> Store:
+    """Open a store by URL, `MNEMOSTORE_URL`, config file, or the embedded default.
+
+    Backend options may be given as keyword arguments or in the URL's query string;
+    each backend validates them with its own model.
+    """
+    settings: dict[str, Any] = {"options": options}
+    for key, value in (("tenant", tenant), ("dimension", dimension), ("metric", metric)):
+        if value is not None:
+            settings[key] = value
+    config = resolve(url, **settings)
+    return open_config(config)
+
+
+def open_config(config: StoreConfig) -> Store:
+    parsed = StoreURL.parse(config.url)
+    cls = registry.for_scheme(parsed.scheme)
+    ensure_driver(cls)
+    options = _backend_options(cls, parsed, config.options)
+    backend = cls(parsed, options)
+    try:
+        backend.open()
+    except ImportError as exc:
+        raise BackendNotInstalled(
+            f"the {cls.name} backend could not import its driver ({exc.name}); "
+            + (f'install it with: pip install "mnemostore[{cls.extra}]"' if cls.extra else "")
+        ) from exc
+    try:
+        return Store(backend, tenant=config.tenant, dimension=config.dimension, metric=config.metric)
+    except BaseException:
+        backend.close()
+        raise
+
+
+def _backend_options(cls: type[Backend], url: StoreURL, options: Mapping[str, Any]) -> BaseModel:
+    merged = {**url.query, **options}
+    try:
+        return cls.options_model.model_validate(merged)
+    except PydanticValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise ConfigError(f"invalid options for the {cls.name} backend ({url.masked}): {problems}") from None

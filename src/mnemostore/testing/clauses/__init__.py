@@ -1,0 +1,1 @@
+"""Conformance clauses, one mixin per area; `ConformanceSuite` combines them."""
