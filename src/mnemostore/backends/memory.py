@@ -33,7 +33,7 @@ _SHARED_LOCK = threading.Lock()
 
 
 def sort_records(records: list[Record], order: Sequence[OrderKey]) -> list[Record]:
-    """Sort by `order` with None before every value in both directions (reference order)."""
+    """Sort by `order`, None as the smallest value (first ascending, last descending): the reference order."""
     result = list(records)
     for key in reversed(order):
         field = key.field

@@ -80,8 +80,7 @@ class Checkpoints(Collection[Checkpoint]):
 
     def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
         """The checkpoint with the highest sequence (newest first on ties), or None."""
-        page = self.query(self._run_filter(run_id, branch), order_by=["-sequence", "-created_at"], limit=1)
-        return page.items[0] if page.items else None
+        return self.first(self._run_filter(run_id, branch), order_by=["-sequence", "-created_at"])
 
     def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
         """Every checkpoint of a run (optionally one branch), oldest first."""

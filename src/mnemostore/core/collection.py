@@ -134,6 +134,13 @@ class Collection(Generic[R]):
             return Page(rows, encode_cursor(rows[-1], order, bound))
         return Page(rows, None)
 
+    def first(self, where: Where = None, *, order_by: OrderBy = None, vectors: bool = True) -> R | None:
+        """The first matching record in this order, or None (fetches exactly one)."""
+        rows: list[R] = self._store._backend_call(
+            "query", self.kind, self._store.tenant, self._bind(where),
+            parse_order(order_by, self.record_cls), 1, vectors)
+        return rows[0] if rows else None
+
     def iterate(self, where: Where = None, *, order_by: OrderBy = None, batch_size: int = 500,
                 vectors: bool = True) -> Iterator[R]:
         """Every matching record, fetched page by page."""

@@ -226,7 +226,7 @@ def _check_value(where: str, field_type: type | None, op: str, value: Any) -> An
         raise ValidationError.one(where, "metadata holds JSON values; compare with a string, not a datetime")
     if cls == "datetime" and value.utcoffset() is None:
         raise ValidationError.one(where, "datetimes must be timezone-aware")
-    if cls == "number" and not math.isfinite(value):
+    if cls == "number" and type(value) is float and not math.isfinite(value):
         raise ValidationError.one(where, "numbers must be finite")
     if cls == "str":
         problem = check_text(value)

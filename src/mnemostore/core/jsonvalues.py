@@ -56,16 +56,19 @@ def find_json_problem(value: Any, path: str) -> tuple[str, str] | None:
     return path, f"{kind.__name__} is not JSON (use str, int, float, bool, None, list or dict)"
 
 
-def dumps_json_document(value: Any, path: str) -> bytes:
-    """Serialise a JSON document, rejecting anything that would not read back equal.
+_STRICT = (orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+           | orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_SORT_KEYS)
 
-    orjson does the work; a failed or lossy dump (NaN, tuples, datetimes, subclasses)
-    falls back to a walk that names the offending path.
+
+def dumps_json_document(value: Any, path: str) -> bytes:
+    """Serialise a JSON document (sorted keys), rejecting anything that would not read back equal.
+
+    orjson does the work and a load-and-compare proves the round trip; a failed or lossy
+    dump (NaN, tuples, datetimes, subclasses, NUL) falls back to a walk that names the path.
     """
     try:
-        data = orjson.dumps(value, option=orjson.OPT_PASSTHROUGH_DATETIME
-                            | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
-        if orjson.loads(data) == value:
+        data = orjson.dumps(value, option=_STRICT)
+        if b"\\u0000" not in data and orjson.loads(data) == value:
             return data
     except (TypeError, orjson.JSONEncodeError):
         pass

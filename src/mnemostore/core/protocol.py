@@ -28,7 +28,8 @@ Metric = Literal["cosine", "dot", "l2"]
 
 
 class OrderKey(NamedTuple):
-    """One ordering term. Missing values (None) sort before every value, in both directions."""
+    """One ordering term. Missing values (None) sort as the smallest value: first when
+    ascending, last when descending (the order `core.query.after` pages through)."""
 
     field: str
     descending: bool = False
@@ -118,6 +119,9 @@ class Backend(ABC):
         vectors: bool = True,
     ) -> list[Record]:
         """Records matching `where`, sorted by `order` (always ending in `id`), at most `limit`.
+
+        Cursor pagination arrives as range comparisons on the ordered fields, so a backend
+        must evaluate those even if it does not declare `filter.range` (in Python if need be).
         With `vectors=False` a backend may leave `embedding` out (it is a read hint)."""
 
     @abstractmethod

@@ -49,9 +49,14 @@ def _metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 def convert_validation_error(exc: PydanticValidationError) -> ValidationError:
     """pydantic's error as ours: one (field, message) per problem, field as a dotted path."""
-    errors = []
+    errors: list[tuple[str, str]] = []
     for error in exc.errors(include_url=False):
         field = ".".join(str(part) for part in error["loc"])
+        nested = error.get("ctx", {}).get("error")
+        if isinstance(nested, ValidationError):  # raised by a model validator: keep its fields
+            errors.extend((f"{field}.{sub}" if field and sub else field or sub, message)
+                          for sub, message in nested.errors)
+            continue
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":
             message = "is required"
@@ -125,6 +130,11 @@ class Record(BaseModel):
             return super().model_validate(obj, **kwargs)
         except PydanticValidationError as exc:
             raise convert_validation_error(exc) from None
+
+    @classmethod
+    def derived_updates(cls, changes: dict[str, Any]) -> dict[str, Any]:
+        """Fields an update must also set because `changes` set their inputs (none by default)."""
+        return {}
 
     def __eq__(self, other: object) -> bool:
         if type(self) is not type(other):
@@ -216,14 +226,23 @@ class Checkpoint(Record):
     state_hash: str = ""
 
     @model_validator(mode="after")
-    def _hash_state(self) -> Checkpoint:
+    def _check_state(self) -> Checkpoint:
+        """Prove the state is lossless JSON, and stamp its hash unless one was given."""
         data = dumps_json_document(self.state, "state")
         if not self.state_hash:
-            # Sorted keys so equal states hash equally whatever their key order.
-            canonical = data if len(self.state) < 2 else orjson.dumps(
-                self.state, option=orjson.OPT_SORT_KEYS)
-            object.__setattr__(self, "state_hash", hashlib.sha256(canonical).hexdigest())
+            object.__setattr__(self, "state_hash", hashlib.sha256(data).hexdigest())
         return self
+
+    @classmethod
+    def derived_updates(cls, changes: dict[str, Any]) -> dict[str, Any]:
+        if "state" in changes:
+            return {"state_hash": hash_state(changes["state"])}
+        return {}
+
+
+def hash_state(state: dict[str, Any]) -> str:
+    """SHA-256 of the state's canonical JSON (sorted keys: equal states hash equally)."""
+    return hashlib.sha256(dumps_json_document(state, "state")).hexdigest()
 
 
 class Embedding(Record):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackendNotInstalled, DuplicateBackend, PluginLoadError, UnknownBackend
+from .errors import BackendNotInstalled, ConfigError, DuplicateBackend, PluginLoadError, UnknownBackend
 
 if TYPE_CHECKING:
     import pluggy
@@ -54,7 +54,14 @@ class BackendEntry:
             )
             self.error.__cause__ = exc
             raise self.error from exc
-        self.cls = _check_backend_class(loaded, self.source)
+        try:
+            self.cls = _check_backend_class(loaded, self.source)
+        except ConfigError as exc:  # not a Backend, or bad declarations: report it like an import failure
+            self.error = PluginLoadError(
+                f"backend plugin {self.name!r} ({self.source}, from distribution "
+                f"{self.distribution or 'unknown'}) is not usable: {exc}")
+            self.error.__cause__ = exc
+            raise self.error from exc
         return self.cls
 
     @property

@@ -107,7 +107,11 @@ class Store:
         if bound is not None:
             self.require(Capability.VECTOR_FILTERED, "filtered vector search")
         if self.params.dimension is None:
-            return []  # nothing with an embedding was ever written
+            with self._lock:  # another instance may have written the first embedding since
+                self._settle_params(None, None)
+            if self.params.dimension is None:
+                return []  # nothing with an embedding was ever written
+            as_vector(query, "vector", self.params.dimension)
         hits: list[Hit] = self._backend_call("search", kind, self.tenant, query, k, bound, vectors)
         return hits
 
@@ -147,7 +151,12 @@ class Store:
         if not dims:
             return
         if len(dims) > 1:
-            raise ValidationError.one("embedding", f"one batch holds several dimensions: {sorted(dims)}")
+            first = next(r.embedding.shape[0] for r in batch if r.embedding is not None)
+            index, odd = next((i, r.embedding.shape[0]) for i, r in enumerate(batch)
+                              if r.embedding is not None and r.embedding.shape[0] != first)
+            raise ValidationError.one(
+                f"records[{index}].embedding",
+                f"has dimension {odd}, but earlier records of this batch have {first}; one store holds one dimension")
         if self.params.dimension is None:
             with self._lock:
                 self._settle_params(dims.pop(), None)
@@ -172,6 +181,7 @@ class Store:
         if "embedding" in changes and changes["embedding"] is not None:
             as_vector(changes["embedding"], "set.embedding", self.params.dimension)
             self._settle_dimension([cls.model_construct(embedding=changes["embedding"])])
+        changes.update(cls.derived_updates(changes))
         changes.setdefault("updated_at", utcnow())
         return changes
 

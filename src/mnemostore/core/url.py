@@ -33,7 +33,9 @@ class StoreURL:
             parts = urlsplit(url)
             port = parts.port
         except ValueError as exc:
-            raise ConfigError(f"cannot parse store URL {mask_password(url)!r}: {exc}") from None
+            # urllib's message may quote part of the password, so only show it when there is none.
+            detail = "percent-encode special characters in the user name and password" if "@" in url else exc
+            raise ConfigError(f"cannot parse store URL {mask_password(url)!r}: {detail}") from None
         return cls(
             raw=url,
             scheme=scheme,
@@ -57,12 +59,10 @@ class StoreURL:
 def mask_password(url: str) -> str:
     """Replace the password in `scheme://user:password@host` with ***."""
     head, sep, rest = url.partition("://")
-    if not sep:
+    if not sep or rest.startswith("/") or "@" not in rest:
         return url
-    authority, slash, tail = rest.partition("/")
-    if "@" not in authority:
-        return url
-    userinfo, _, hostport = authority.rpartition("@")
+    # Up to the last "@": a password with an unencoded "/", "?" or "@" is still masked whole.
+    userinfo, _, tail = rest.rpartition("@")
     if ":" in userinfo:
         userinfo = userinfo.split(":", 1)[0] + ":***"
-    return f"{head}://{userinfo}@{hostport}{slash}{tail}"
+    return f"{head}://{userinfo}@{tail}"

@@ -44,14 +44,16 @@ def scores(matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32], metr
     """
     import numpy as np
 
+    # einsum, not `@`: BLAS gemv may round identical rows differently by position,
+    # which breaks exact ties (and so the tie-break by id).
     result: npt.NDArray[np.float32]
     if metric == "l2":
         diff = matrix - query
         result = np.sqrt(np.einsum("ij,ij->i", diff, diff))
     elif metric == "cosine" and not prepared:
-        result = normalise_rows(matrix) @ prepare_query(query, "cosine")
+        result = np.einsum("ij,j->i", normalise_rows(matrix), prepare_query(query, "cosine"))
     else:
-        result = matrix @ query
+        result = np.einsum("ij,j->i", matrix, query)
     return result
 
 

@@ -12,11 +12,16 @@ from ..core.capabilities import Capability
 T = TypeVar("T", bound=Callable[..., Any])
 
 
+def requirement(*capabilities: Capability) -> pytest.MarkDecorator:
+    """The mark behind `requires`, for `pytest.param(..., marks=requirement(...))`."""
+    return pytest.mark.mnemostore_requires(*capabilities)
+
+
 def requires(*capabilities: Capability) -> Callable[[T], T]:
     """Mark a suite test as needing these capabilities; it is skipped (with the reason) without them."""
 
     def mark(test: T) -> T:
-        return pytest.mark.mnemostore_requires(*capabilities)(test)  # type: ignore[no-any-return]
+        return requirement(*capabilities)(test)  # type: ignore[no-any-return]
 
     return mark
 
@@ -26,3 +31,9 @@ def missing(declared: frozenset[Capability], item: pytest.Item) -> list[Capabili
     for marker in item.iter_markers("mnemostore_requires"):
         needed.extend(marker.args)
     return [c for c in needed if c not in declared]
+
+
+def skip_if_declared(declared: frozenset[Capability], capability: Capability) -> None:
+    """For clauses about what an undeclared capability does: skip where it is declared."""
+    if capability in declared:
+        pytest.skip(f"the backend declares {capability.value}; this clause checks its absence")

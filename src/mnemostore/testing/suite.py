@@ -2,7 +2,7 @@
 
 Clauses live in mixins, one module per area; this class combines them and provides
 the fixtures. A subclass gives one fixture, `store_url`, returning the URL of an empty
-store that may be opened several times (for reopen and concurrency clauses).
+store that may be opened several times (for reopen, tenancy and concurrency clauses).
 """
 
 from __future__ import annotations
@@ -12,12 +12,41 @@ from typing import Any
 
 import pytest
 
+from ..core.capabilities import Capability
+from ..core.registry import registry
 from ..core.store import Store, open
+from ..core.url import StoreURL
 from .clauses.basics import BasicClauses
+from .clauses.checkpoints import CheckpointClauses
+from .clauses.crashes import CrashClauses
+from .clauses.fidelity import FidelityClauses
+from .clauses.filters import FilterClauses
+from .clauses.isolation import IsolationClauses
+from .clauses.ordering import OrderingClauses
+from .clauses.persistence import PersistenceClauses
+from .clauses.processes import ProcessClauses
+from .clauses.tenancy import TenancyClauses
+from .clauses.updates import UpdateClauses
+from .clauses.validation import ValidationClauses
+from .clauses.vectors import VectorClauses
 from .requirements import missing
 
 
-class ConformanceSuite(BasicClauses):
+class ConformanceSuite(
+    BasicClauses,
+    FidelityClauses,
+    FilterClauses,
+    OrderingClauses,
+    UpdateClauses,
+    VectorClauses,
+    ValidationClauses,
+    PersistenceClauses,
+    TenancyClauses,
+    CheckpointClauses,
+    IsolationClauses,
+    ProcessClauses,
+    CrashClauses,
+):
     """Every clause of the suite. Subclass it and provide `store_url`."""
 
     @pytest.fixture
@@ -28,6 +57,19 @@ class ConformanceSuite(BasicClauses):
     def store_options(self) -> dict[str, Any]:
         """Extra keyword arguments for `mnemostore.open` (override to pass backend options)."""
         return {}
+
+    @pytest.fixture
+    def declared(self, store_url: str) -> frozenset[Capability]:
+        """The capabilities the backend under test declares (read without opening a store)."""
+        return registry.for_scheme(StoreURL.parse(store_url).scheme).capabilities
+
+    @pytest.fixture(autouse=True)
+    def _capability_gate(self, declared: frozenset[Capability], store_url: str, request: pytest.FixtureRequest) -> None:
+        """Skip a clause whose `@requires` capabilities the backend does not declare, saying which."""
+        lacking = missing(declared, request.node)
+        if lacking:
+            name = registry.for_scheme(StoreURL.parse(store_url).scheme).name
+            pytest.skip(f"the {name} backend does not declare {', '.join(c.value for c in lacking)}")
 
     @pytest.fixture
     def open_store(self, store_url: str, store_options: dict[str, Any]) -> Iterator[Callable[..., Store]]:
@@ -44,11 +86,6 @@ class ConformanceSuite(BasicClauses):
             store.close()
 
     @pytest.fixture
-    def store(self, open_store: Callable[..., Store], request: pytest.FixtureRequest) -> Store:
-        """The store under test; skips the test if a required capability is undeclared."""
-        store = open_store()
-        lacking = missing(store.capabilities, request.node)
-        if lacking:
-            names = ", ".join(c.value for c in lacking)
-            pytest.skip(f"the {store.backend.name} backend does not declare {names}")
-        return store
+    def store(self, open_store: Callable[..., Store]) -> Store:
+        """The store under test, opened with default parameters."""
+        return open_store()

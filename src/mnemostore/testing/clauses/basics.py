@@ -1,40 +1,160 @@
-"""Round trips, upserts, missing ids, counts and deletes for every kind."""
+"""Put and get, upserts, missing ids, counts and deletes for every kind."""
 
 from __future__ import annotations
 
 import pytest
 
+from ...core.capabilities import Capability
+from ...core.errors import NotFound, ValidationError
 from ...core.filters import F
-from ...core.records import KINDS
 from ...core.store import Store
-from ..factories import make
+from ..factories import batch, make, vectors
+from ..oracle import assert_same_records
+from ..requirements import requires
+from . import each_kind
 
 
-@pytest.mark.parametrize("kind", KINDS)
 class BasicClauses:
+    @each_kind
     def test_put_then_get_returns_equal_record(self, store: Store, kind: str) -> None:
         record = make(kind, 1)
-        store.collection(kind).put([record])
-        assert store.collection(kind).get(record.id) == record
+        assert store.collection(kind).put([record]) == [record]
+        assert_same_records([store.collection(kind).get(record.id)], [record])
 
-    def test_get_of_missing_id_returns_none(self, store: Store, kind: str) -> None:
-        store.collection(kind).put([make(kind, 1)])
-        assert store.collection(kind).get("no-such-id") is None
-        assert store.collection(kind).get_many(["no-such-id", make(kind, 1).id]) == [make(kind, 1)]
+    @each_kind
+    def test_put_assigns_ids_and_timestamps_when_absent(self, store: Store, kind: str) -> None:
+        fields = make(kind, 1).model_dump(exclude={"id", "created_at", "updated_at"})
+        first, second = store.collection(kind).put([fields, fields])
+        assert first.id and second.id and first.id != second.id
+        assert first.created_at.utcoffset() is not None
+        assert_same_records(store.collection(kind).get_many([first.id, second.id]), [first, second])
 
-    def test_upsert_replaces_by_id(self, store: Store, kind: str) -> None:
+    @each_kind
+    def test_put_of_an_empty_batch_writes_nothing(self, store: Store, kind: str) -> None:
+        assert store.collection(kind).put([]) == []
+        assert store.collection(kind).count() == 0
+
+    @each_kind
+    def test_putting_the_same_batch_twice_equals_putting_it_once(self, store: Store, kind: str) -> None:
         collection = store.collection(kind)
-        collection.put([make(kind, 1)])
-        changed = make(kind, 1, agent="someone else")
+        records = batch(kind, 7)
+        collection.put(records)
+        collection.put(records)
+        assert collection.count() == 7
+        assert_same_records(collection.all(order_by="id"), sorted(records, key=lambda r: r.id))
+
+    @each_kind
+    def test_upsert_replaces_every_field_by_id(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        collection.put([make(kind, 1, embedding=[1.0, 2.0, 3.0]), make(kind, 2)])
+        changed = make(kind, 5, id=make(kind, 1).id, agent=None, metadata={"new": True})
         collection.put([changed])
-        assert collection.count() == 1
-        assert collection.get(changed.id) == changed
+        assert collection.count() == 2
+        assert_same_records([collection.get(changed.id)], [changed])  # the old embedding is gone too
+        assert collection.count(F.agent == make(kind, 1).agent) == 0
 
-    def test_count_and_delete_by_filter(self, store: Store, kind: str) -> None:
+    @each_kind
+    def test_get_of_missing_ids(self, store: Store, kind: str) -> None:
         collection = store.collection(kind)
-        collection.put([make(kind, i) for i in range(9)])
+        present = make(kind, 1)
+        collection.put([present])
+        assert collection.get("no-such-id") is None
+        assert collection.get_many(["no-such-id", "other-missing"]) == []
+        assert_same_records(collection.get_many(["no-such-id", present.id]), [present])
+        with pytest.raises(NotFound):
+            collection["no-such-id"]
+        assert collection.get_many([]) == []
+
+    @each_kind
+    def test_get_many_returns_records_in_the_order_asked(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        records = batch(kind, 6)
+        collection.put(records)
+        wanted = [records[4], records[0], records[5], records[2]]
+        assert_same_records(collection.get_many([r.id for r in wanted]), wanted)
+        repeated = [records[3].id, records[1].id, records[3].id]
+        assert_same_records(collection.get_many(repeated), [records[3], records[1]])
+
+    @each_kind
+    def test_count_with_and_without_filter(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        collection.put(batch(kind, 9))
         assert collection.count() == 9
         assert collection.count(F.agent == "coder") == 3
+        assert collection.count({"agent": "coder", "project_id": "beta"}) == 1
+        assert collection.count(F.agent == "nobody") == 0
+
+    @each_kind
+    def test_delete_by_ids(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        records = batch(kind, 6)
+        collection.put(records)
+        assert collection.delete([records[1].id, records[3].id, "no-such-id"]) == 2
+        assert collection.delete(records[0].id) == 1
+        assert collection.delete([records[0].id]) == 0
+        survivors = [records[2], records[4], records[5]]
+        assert_same_records(collection.all(order_by="id"), survivors)
+
+    @each_kind
+    def test_delete_by_filter(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        collection.put(batch(kind, 9))
         assert collection.delete(where=F.agent == "coder") == 3
         assert collection.count() == 6
         assert collection.count(F.agent == "coder") == 0
+        assert collection.delete(where=F.agent == "coder") == 0
+
+    @each_kind
+    def test_delete_by_ids_and_filter_deletes_only_records_matching_both(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        records = batch(kind, 6)
+        collection.put(records)
+        ids = [r.id for r in records[:4]]
+        assert collection.delete(ids, where=F.project_id == "alpha") == 2  # records 0 and 2
+        assert sorted(r.id for r in collection.all()) == sorted(r.id for r in (records[1], records[3], *records[4:]))
+
+    @each_kind
+    def test_delete_everything_needs_an_explicit_empty_filter(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        collection.put(batch(kind, 4))
+        with pytest.raises(ValidationError):
+            collection.delete()
+        assert collection.count() == 4
+        assert collection.delete(where={}) == 4
+        assert collection.count() == 0
+        assert collection.all() == []
+
+    @each_kind
+    def test_deleted_records_never_come_back_from_get_query_or_count(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        records = batch(kind, 5)
+        collection.put(records)
+        collection.delete([records[0].id])
+        collection.delete(where=F.id == records[1].id)
+        gone = {records[0].id, records[1].id}
+        assert collection.get(records[0].id) is None
+        assert collection.get_many(sorted(gone)) == []
+        assert not gone & {r.id for r in collection.all()}
+        assert not gone & {r.id for r in collection.iterate(batch_size=2)}
+        assert collection.count(F.id.in_(sorted(gone))) == 0
+        assert collection.count() == 3
+
+    @each_kind
+    @requires(Capability.VECTOR_COSINE)
+    def test_deleted_records_never_come_back_from_search(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        matrix = vectors(6, 8)
+        records = [make(kind, i, embedding=matrix[i]) for i in range(6)]
+        collection.put(records)
+        collection.delete([records[0].id])
+        collection.delete(where=F.id == records[1].id)
+        found = {hit.record.id for hit in collection.search(matrix[0], k=6)}
+        assert found == {r.id for r in records[2:]}
+        collection.delete(where={})
+        assert collection.search(matrix[0], k=6) == []
+
+    @each_kind
+    def test_put_returns_records_scoped_to_the_store(self, store: Store, kind: str) -> None:
+        written = store.collection(kind).put([make(kind, 1)])
+        assert written[0].tenant_id == store.tenant
+        assert store.collection(kind).get(written[0].id).tenant_id == store.tenant  # type: ignore[union-attr]

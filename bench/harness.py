@@ -1,0 +1,92 @@
+"""Timing helpers and the result table: medians over repeats, each row beside its baseline."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Row:
+    """One benchmark line. `ours`/`baseline` are seconds per unit of `per` (lower is better)."""
+
+    name: str
+    ours: float | None
+    baseline: float | None
+    unit: str = "ms"
+    """How to show a value: "ms" (per operation) or "rec/s" (records per second, `per` records)."""
+    per: int = 1
+    baseline_name: str = ""
+    target: str = ""
+    met: bool | None = None
+    note: str = ""
+    ratio_text: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        """Our speed divided by the baseline's: 1.0 is as fast, 0.5 half as fast, 2.0 twice as fast."""
+        if self.ours is None or self.baseline is None or self.ours == 0:
+            return None
+        return self.baseline / self.ours
+
+    def show(self, seconds: float | None) -> str:
+        if seconds is None:
+            return "-"
+        if self.unit == "rec/s":
+            return f"{self.per / seconds:,.0f} rec/s"
+        ms = seconds / self.per * 1000
+        return f"{ms:.3f} ms" if ms < 10 else f"{ms:.1f} ms"
+
+
+@dataclass
+class Results:
+    rows: list[Row] = field(default_factory=list)
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row)
+        print(f"  {row.name}: {row.show(row.ours)} vs {row.show(row.baseline)}"
+              + (f"  [{row.note}]" if row.note else ""), flush=True)
+        return row
+
+    def skipped(self, name: str, reason: str) -> None:
+        self.add(Row(name, None, None, note=f"skipped: {reason}"))
+
+    def table(self) -> str:
+        headers = ("BENCHMARK", "MNEMOSTORE", "BASELINE", "RATIO", "TARGET", "MET")
+        lines = []
+        for row in self.rows:
+            ratio = row.ratio_text or (f"{row.ratio:.2f}x" if row.ratio is not None else "-")
+            met = "-" if row.met is None else ("yes" if row.met else "NO")
+            baseline = row.show(row.baseline) + (f" ({row.baseline_name})" if row.baseline_name else "")
+            lines.append((row.name, row.show(row.ours), baseline if row.baseline is not None else "-",
+                          ratio, row.target, met))
+        widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
+        out = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip(),
+               "  ".join("-" * w for w in widths)]
+        out += ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() for line in lines]
+        notes = [f"  {row.name}: {row.note}" for row in self.rows if row.note]
+        if notes:
+            out += ["", "Notes:", *notes]
+        return "\n".join(out)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def per_call(fn: Callable[[int], object], calls: int) -> float:
+    """Median seconds of `fn(i)` over `calls` calls."""
+    samples = []
+    for i in range(calls):
+        start = time.perf_counter()
+        fn(i)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)

@@ -1,0 +1,113 @@
+"""Run the mnemostore benchmarks and print a table of medians beside raw sqlite3/numpy baselines.
+
+    python bench/run.py            # the full run (a few minutes)
+    python bench/run.py --quick    # smaller sizes, under a minute
+    python bench/run.py --repeat 7 --only search,checkpoints
+
+Not a test: nothing here asserts; the MET column compares each row with the issue's target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+from case_checkpoints import bench_checkpoints
+from case_import import bench_import
+from case_put import bench_file_put, bench_file_single_put, bench_sqlite_put
+from case_search import bench_search
+from harness import Results
+
+import mnemostore
+
+
+@dataclass(frozen=True)
+class Sizes:
+    put: int
+    file_small: int
+    file_large: int
+    search: tuple[int, ...]
+    queries: int
+    checkpoints: int
+    import_runs: int
+    repeat: int
+
+
+FULL = Sizes(put=10_000, file_small=1_000, file_large=50_000, search=(10_000, 100_000), queries=50,
+             checkpoints=1_000, import_runs=10, repeat=5)
+QUICK = Sizes(put=10_000, file_small=1_000, file_large=10_000, search=(10_000,), queries=30,
+              checkpoints=200, import_runs=5, repeat=3)
+GROUPS = ("import", "put", "file", "search", "checkpoints")
+
+
+def backend_problem(scheme: str) -> str | None:
+    """Why a backend cannot be benchmarked here, or None."""
+    try:
+        mnemostore.registry.for_scheme(scheme)
+    except mnemostore.MnemostoreError as exc:
+        return str(exc).split(";")[0]
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (under a minute)")
+    parser.add_argument("--repeat", type=int, help="repeats per measurement; the median is reported "
+                                                   "(default 5, or 3 with --quick)")
+    parser.add_argument("--only", help=f"comma-separated groups to run: {','.join(GROUPS)}")
+    parser.add_argument("--dir", type=Path, help="where to put the benchmark's stores (default: a temp dir)")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    repeat = args.repeat or sizes.repeat
+    if repeat < 1:
+        parser.error("--repeat must be at least 1")
+    groups = set(args.only.split(",")) if args.only else set(GROUPS)
+    if groups - set(GROUPS):
+        parser.error(f"unknown groups: {', '.join(sorted(groups - set(GROUPS)))}; choose from {', '.join(GROUPS)}")
+
+    print(f"mnemostore {mnemostore.__version__} | Python {platform.python_version()} | sqlite {sqlite3.sqlite_version}"
+          f" | numpy {np.__version__} | {os.cpu_count()} CPUs (load {os.getloadavg()[0]:.1f}) | repeat {repeat}"
+          f"{' | quick' if args.quick else ''}", flush=True)
+    results = Results()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mnemostore-bench-", dir=args.dir) as directory:
+        tmp = Path(directory)
+        plan: list[tuple[str, str | None, Callable[[], None]]] = [
+            ("import", None, lambda: bench_import(results, sizes.import_runs)),
+            ("put", "sqlite", lambda: bench_sqlite_put(results, sizes.put, repeat, tmp)),
+            ("file", "file", lambda: bench_file_put(results, sizes.put, repeat, tmp)),
+            ("file", "file", lambda: bench_file_single_put(results, sizes.file_small, sizes.file_large, repeat, tmp)),
+            *(("search", "sqlite", lambda n=n: bench_search(results, n, repeat, tmp, sizes.queries,
+                                                            with_query=n == sizes.search[0]))
+              for n in sizes.search),
+            ("checkpoints", "sqlite", lambda: bench_checkpoints(results, sizes.checkpoints, repeat, tmp)),
+        ]
+        for group, scheme, run in plan:
+            if group not in groups:
+                continue
+            problem = backend_problem(scheme) if scheme else None
+            if problem:
+                results.skipped(f"{group} ({scheme} backend)", problem)
+                continue
+            print(f"[{group}]", flush=True)
+            run()
+    print(f"\nMedians of {repeat} runs; RATIO = mnemostore's speed / the baseline's (1.00x = as fast), "
+          f"measured in one run on the same data. Took {time.perf_counter() - started:.0f} s; "
+          f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.\n")
+    print(results.table())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

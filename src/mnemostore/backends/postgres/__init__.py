@@ -1,0 +1,5 @@
+"""The PostgreSQL + pgvector backend (`postgresql://`, `postgres://`)."""
+
+from .backend import PostgresBackend
+
+__all__ = ["PostgresBackend"]

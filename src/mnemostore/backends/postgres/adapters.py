@@ -1,0 +1,50 @@
+"""psycopg adapters for pgvector's binary format and pre-serialised JSONB.
+
+Vectors travel in binary (pgvector's text form costs 5-6x to parse): a uint16 dimension,
+a uint16 zero, then big-endian float32 values. JSON is serialised by orjson, not psycopg.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+
+from .layout import JsonbBytes
+
+JSONB_OID = 3802
+_HEADER = struct.Struct(">HH")
+
+
+class _JsonbBytesDumper(Dumper):
+    format = Format.BINARY
+    oid = JSONB_OID
+
+    def dump(self, obj: Any) -> Buffer:
+        return b"\x01" + bytes(obj)
+
+
+class _VectorDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> Buffer:
+        array = np.asarray(obj, dtype=">f4")
+        return _HEADER.pack(array.shape[0], 0) + array.tobytes()
+
+
+def decode_vector(data: Buffer) -> Any:
+    """A read-only float32 array from pgvector's binary form."""
+    array = np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
+    array.setflags(write=False)
+    return array
+
+
+def register(context: AdaptContext, vector_oid: int) -> None:
+    """Teach a connection (or adapters map) to send numpy arrays as `vector` and JsonbBytes as JSONB."""
+    dumper = type("VectorDumper", (_VectorDumper,), {"oid": vector_oid})
+    context.adapters.register_dumper(np.ndarray, dumper)
+    context.adapters.register_dumper(JsonbBytes, _JsonbBytesDumper)

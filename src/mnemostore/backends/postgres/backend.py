@@ -1,0 +1,515 @@
+"""The postgres backend: psycopg 3, a health-checked connection pool, pgvector.
+
+Layout and its reasons: layout.py; DDL and the lazily typed vector column: schema.py;
+filters: sql_filters.py. The driver is imported when a store is opened, not before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import orjson
+
+from ...core.capabilities import Capability
+from ...core.errors import BackendError, MnemostoreError, ValidationError
+from ...core.filters import Expr
+from ...core.protocol import Backend, Hit, OrderKey
+from ...core.records import Record
+from ...core.vectors import Vector
+from .layout import JsonbBytes, KindLayout, layout, tenant_key
+from .options import PostgresOptions
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+    from psycopg_pool import ConnectionPool
+
+    from .schema import Names
+
+    Connection = psycopg.Connection[tuple[Any, ...]]
+
+COPY_THRESHOLD = 64
+"""Batches at least this large go through binary COPY; smaller ones through executemany."""
+_OPERATORS = {"cosine": "<=>", "dot": "<#>", "l2": "<->"}
+_TYPE_OIDS = {str: 25, int: 20, float: 701, bool: 16}
+
+
+class PostgresBackend(Backend):
+    """Records in PostgreSQL, one table per kind, embeddings in pgvector columns."""
+
+    name: ClassVar[str] = "postgres"
+    schemes: ClassVar[tuple[str, ...]] = ("postgresql", "postgres")
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({
+        Capability.PERSISTENT,
+        Capability.TRANSACTIONS,
+        Capability.ATOMIC_UPDATE,
+        Capability.MULTI_PROCESS,
+        Capability.CRASH_SAFE,
+        Capability.FILTER_RANGE,
+        Capability.FILTER_METADATA,
+        Capability.VECTOR_COSINE,
+        Capability.VECTOR_DOT,
+        Capability.VECTOR_L2,
+        Capability.VECTOR_FILTERED,
+        Capability.LARGE_STATE,
+    })
+    options_model: ClassVar[type[PostgresOptions]] = PostgresOptions
+    requires: ClassVar[tuple[str, ...]] = ("psycopg", "psycopg_pool")
+    extra: ClassVar[str | None] = "postgres"
+
+    options: PostgresOptions
+
+    def __init__(self, url: Any, options: Any) -> None:
+        super().__init__(url, options)
+        self._pool: ConnectionPool[Any] | None = None
+        self._own_pool = False
+        self._names: Names | None = None
+        self._vector_oid = 0
+        self._vectors_ready: int | None = None
+        self._facts: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"<PostgresBackend {self.url.masked} schema={self.options.schema_name!r}>"
+
+    # lifecycle -----------------------------------------------------------------------
+    def conninfo(self) -> str:
+        """The libpq connection string (it holds the password: never log or show it)."""
+        from psycopg.conninfo import make_conninfo
+
+        url, options = self.url, self.options
+        if url.host and options.host:
+            raise ValidationError.one("host", "is given both in the URL and as an option; give it once")
+        params: dict[str, Any] = {
+            "host": url.host or options.host,
+            "port": url.port,
+            "user": url.username,
+            "password": url.password,
+            "dbname": url.path.lstrip("/") or None,
+            "sslmode": options.sslmode,
+            "connect_timeout": options.connect_timeout,
+            "application_name": options.application_name,
+        }
+        if options.statement_timeout is not None:
+            params["options"] = f"-c statement_timeout={max(1, round(options.statement_timeout * 1000))}"
+        return make_conninfo("", **{key: value for key, value in params.items() if value is not None})
+
+    def open(self) -> None:
+        import psycopg
+        from psycopg_pool import ConnectionPool
+
+        options = self.options
+        with self._errors("connecting"):
+            if options.pool is not None:
+                self._pool, self._own_pool = options.pool, False
+                with self._pool.connection() as conn:
+                    self._setup(conn)
+            else:
+                conninfo = self.conninfo()
+                with psycopg.connect(conninfo, autocommit=True) as conn:
+                    self._setup(conn)
+                self._pool = ConnectionPool(
+                    conninfo, min_size=options.pool_min_size, max_size=options.pool_max_size,
+                    open=False, configure=self._configure, check=ConnectionPool.check_connection,
+                    timeout=options.pool_timeout, name=f"mnemostore:{options.schema_name}", num_workers=2)
+                self._own_pool = True
+                self._pool.open(wait=False)
+
+    def _setup(self, conn: Connection) -> None:
+        from psycopg import sql
+
+        from . import schema
+
+        autocommit = conn.autocommit
+        conn.autocommit = True
+        try:
+            vector_schema = schema.ensure_extension(conn)
+            self._names = schema.Names(self.options.schema_name, self.options.table_prefix, vector_schema)
+            schema.create_tables(conn, self._names)
+            row = conn.execute(
+                "SELECT %s::regtype::oid, current_setting('server_version'), "
+                "(SELECT extversion FROM pg_extension WHERE extname = 'vector')",
+                (sql.Identifier(vector_schema, "vector").as_string(conn),)).fetchone()
+            assert row is not None
+            self._vector_oid = int(row[0])
+            self._facts = {"server_version": row[1], "pgvector_version": row[2]}
+        finally:
+            conn.autocommit = autocommit
+
+    def _configure(self, conn: Connection) -> None:
+        from .adapters import register
+
+        register(conn, self._vector_oid)
+        if self.options.pool is None:
+            # Our own connections: reads run in autocommit (no COMMIT round trip), writes in
+            # explicit transactions; the HNSW search settings are set once per session.
+            conn.autocommit = True
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
+                         (str(self.options.hnsw_ef_search), self.options.iterative_scan))
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None and self._own_pool:
+            pool.close()
+
+    def describe(self) -> dict[str, Any]:
+        options = self.options
+        return {
+            "url": self.url.masked,
+            "schema": options.schema_name,
+            "table_prefix": options.table_prefix,
+            "index": options.index,
+            "pool": "external" if not self._own_pool else f"{options.pool_min_size}..{options.pool_max_size}",
+            **self._facts,
+        }
+
+    # connections and errors ----------------------------------------------------------
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A pooled connection in a transaction, committed on success (the pool does that)."""
+        from psycopg_pool import PoolTimeout
+
+        if self._pool is None:
+            raise BackendError(f"{self!r} is closed")
+        try:
+            with self._pool.connection() as conn:
+                if not self._own_pool:
+                    self._configure(conn)
+                yield conn
+        except PoolTimeout as exc:
+            raise BackendError(
+                f"no connection to {self.url.masked} within {self.options.pool_timeout}s "
+                f"(pool of {self.options.pool_max_size}; is the server reachable?): {self._scrub(exc)}") from None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        with self._connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """Driver errors as BackendError, with a message that names the store but no secret."""
+        import psycopg
+
+        try:
+            yield
+        except MnemostoreError:
+            raise
+        except psycopg.errors.QueryCanceled as exc:
+            raise BackendError(
+                f"{action} on {self.url.masked} was cancelled by the server "
+                f"(statement_timeout={self.options.statement_timeout}s): {self._scrub(exc)}") from exc
+        except psycopg.Error as exc:
+            raise BackendError(
+                f"{action} on {self.url.masked} failed: {type(exc).__name__}: {self._scrub(exc)}") from exc
+
+    def _scrub(self, exc: BaseException) -> str:
+        message = str(exc).strip()
+        password = self.url.password
+        return message.replace(password, "***") if password else message
+
+    @property
+    def names(self) -> Names:
+        if self._names is None:
+            raise BackendError(f"{self!r} is not open")
+        return self._names
+
+    def _layout(self, kind: str) -> KindLayout:
+        return layout(kind, self.options.table_prefix)
+
+    def _table(self, kind_layout: KindLayout) -> sql.Identifier:
+        return self.names.table(kind_layout.table)
+
+    def _ensure_vectors(self) -> None:
+        """Type the embedding columns once the store's dimension is known (see schema.py)."""
+        dimension = self.params.dimension
+        if dimension is None or self._vectors_ready == dimension:
+            return
+        from .schema import ensure_vectors
+
+        hnsw = (self.options.hnsw_m, self.options.hnsw_ef_construction) if self.options.index == "hnsw" else None
+        with self._errors("preparing the vector columns"), self._connection() as conn:
+            autocommit, conn.autocommit = conn.autocommit, True
+            try:
+                ensure_vectors(conn, self.names, dimension, self.params.metric, hnsw)
+            finally:
+                conn.autocommit = autocommit
+        self._vectors_ready = dimension
+
+    # meta ----------------------------------------------------------------------------
+    def read_meta(self, key: str) -> Any:
+        from psycopg import sql
+
+        with self._errors("reading store metadata"), self._connection() as conn:
+            row = conn.execute(sql.SQL("SELECT value::text FROM {} WHERE key = %s").format(self.names.meta),
+                               (key,)).fetchone()
+        return None if row is None else orjson.loads(row[0])
+
+    def write_meta(self, key: str, value: Any) -> None:
+        from psycopg import sql
+
+        statement = sql.SQL("INSERT INTO {} (key, value) VALUES (%s, %s::jsonb) "
+                            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value").format(self.names.meta)
+        with self._errors("writing store metadata"), self._transaction() as conn:
+            conn.execute(statement, (key, orjson.dumps(value).decode()))
+
+    # writing ---------------------------------------------------------------------------
+    def put(self, kind: str, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        self._ensure_vectors()
+        kind_layout = self._layout(kind)
+        rows = [kind_layout.encode(record) for record in records]
+        with self._errors(f"writing {len(rows)} {kind} records"), self._transaction() as conn:
+            if len(rows) >= COPY_THRESHOLD:
+                self._copy_upsert(conn, kind_layout, rows)
+            else:
+                conn.cursor().executemany(self._upsert_sql(kind_layout), rows)
+
+    def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None) -> sql.Composed:
+        from psycopg import sql
+
+        columns = kind_layout.write_columns
+        names = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+        if source is None:
+            source = sql.SQL("VALUES ({})").format(sql.SQL(", ").join(sql.Placeholder() * len(columns)))
+        updates = sql.SQL(", ").join(
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in columns if c not in ("tenant", "id"))
+        return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO UPDATE SET {}").format(
+            self._table(kind_layout), names, source, updates)
+
+    def _copy_types(self, kind_layout: KindLayout) -> list[int]:
+        oids = [25, 25]
+        oids += [_TYPE_OIDS.get(kind_layout.types[name], 20) for name in kind_layout.fields]
+        oids += [20] * len(kind_layout.datetimes)
+        return [*oids, 17, 3802, self._vector_oid]
+
+    def _copy_upsert(self, conn: Connection, kind_layout: KindLayout, rows: list[tuple[Any, ...]]) -> None:
+        """Binary COPY straight into the table; if an id exists already, COPY into a staging
+        table and upsert from it instead (both in the caller's transaction)."""
+        import psycopg
+        from psycopg import sql
+
+        columns = sql.SQL(", ").join(sql.Identifier(c) for c in kind_layout.write_columns)
+        types = self._copy_types(kind_layout)
+        cursor = conn.cursor()
+
+        def copy_into(target: sql.Composable) -> None:
+            with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(target, columns)) as copy:
+                copy.set_types(types)
+                for row in rows:
+                    copy.write_row(row)
+
+        try:
+            with conn.transaction():
+                copy_into(self._table(kind_layout))
+            return
+        except psycopg.errors.UniqueViolation:
+            pass
+        stage = sql.Identifier(kind_layout.table + "_stage")
+        cursor.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
+            stage, self._table(kind_layout)))
+        copy_into(stage)
+        source = sql.SQL("SELECT {} FROM {}").format(columns, stage)
+        cursor.execute(self._upsert_sql(kind_layout, source))
+
+    def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
+               inc: Mapping[str, int | float]) -> Record | None:
+        import psycopg
+        from psycopg import sql
+
+        kind_layout = self._layout(kind)
+        if "embedding" in set and set["embedding"] is not None:
+            self._ensure_vectors()
+        assignments: list[sql.Composable] = []
+        params: list[Any] = []
+        doc_changes: dict[str, Any] = {}
+        for name, value in set.items():
+            if name in kind_layout.types:
+                for column, stored in kind_layout.field_values(name, value):
+                    assignments.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
+                    params.append(stored)
+            elif name == "embedding":
+                assignments.append(sql.SQL("embedding = %s"))
+                params.append(value)
+            else:
+                doc_changes[name] = value
+        for name, amount in inc.items():
+            assignments.append(sql.SQL("{0} = {0} + %s").format(sql.Identifier(name)))
+            params.append(amount)
+        table = self._table(kind_layout)
+        key = (tenant_key(tenant), id)
+        with self._errors(f"updating {kind} {id!r}"), self._transaction() as conn:
+            if doc_changes:
+                row = conn.execute(sql.SQL("SELECT doc FROM {} WHERE tenant = %s AND id = %s FOR UPDATE").format(
+                    table), key).fetchone()
+                if row is None:
+                    return None
+                data = orjson.loads(row[0])
+                data.update(doc_changes)
+                assignments.append(sql.SQL("doc = %s"))
+                params.append(kind_layout.encode_doc(data))
+                if "metadata" in doc_changes:
+                    assignments.append(sql.SQL("metadata = %s"))
+                    params.append(JsonbBytes(orjson.dumps(doc_changes["metadata"])))
+            statement = sql.SQL("UPDATE {} SET {} WHERE tenant = %s AND id = %s RETURNING {}, embedding").format(
+                table, sql.SQL(", ").join(assignments), self._select_list(kind_layout))
+            cursor = conn.cursor(binary=True)
+            try:
+                cursor.execute(statement, [*params, *key])
+            except psycopg.errors.NumericValueOutOfRange:
+                raise ValidationError.one(
+                    "inc", f"would take a counter of {kind} {id!r} past 2**63 - 1") from None
+            found = cursor.fetchone()
+        return None if found is None else self._decode(kind_layout, found, True)
+
+    # reading ---------------------------------------------------------------------------
+    def _select_list(self, kind_layout: KindLayout) -> sql.Composable:
+        from psycopg import sql
+
+        return sql.SQL(", ").join(sql.Identifier(c) for c in kind_layout.data_columns)
+
+    @staticmethod
+    def _decode(kind_layout: KindLayout, row: tuple[Any, ...], vectors: bool) -> Record:
+        from .adapters import decode_vector
+
+        vector = row[len(kind_layout.data_columns)] if vectors else None
+        return kind_layout.decode(row, None if vector is None else decode_vector(vector))
+
+    def _select(self, kind: str, tenant: str | None, where: Expr | None, vectors: bool,
+                tail: sql.Composable, tail_params: Sequence[Any]) -> list[Record]:
+        from psycopg import sql
+
+        from .sql_filters import FilterCompiler
+
+        kind_layout = self._layout(kind)
+        compiler = FilterCompiler(kind_layout)
+        condition = compiler.where(where)
+        columns = self._select_list(kind_layout)
+        if vectors:
+            columns = sql.SQL("{}, embedding").format(columns)
+        statement = sql.SQL("SELECT {} FROM {} WHERE tenant = %s AND {} {}").format(
+            columns, self._table(kind_layout), condition, tail)
+        with self._errors(f"reading {kind} records"), self._connection() as conn:
+            cursor = conn.cursor(binary=True)
+            cursor.execute(statement, [tenant_key(tenant), *compiler.params, *tail_params])
+            rows = cursor.fetchall()
+        return [self._decode(kind_layout, row, vectors) for row in rows]
+
+    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+              limit: int | None, vectors: bool = True) -> list[Record]:
+        from psycopg import sql
+
+        from .sql_filters import order_by
+
+        tail = sql.SQL("ORDER BY {}").format(order_by(self._layout(kind), order))
+        params: list[Any] = []
+        if limit is not None:
+            tail = sql.SQL("{} LIMIT %s").format(tail)
+            params.append(limit)
+        return self._select(kind, tenant, where, vectors, tail, params)
+
+    def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
+        from psycopg import sql
+
+        return self._select(kind, tenant, None, vectors, sql.SQL("AND id = ANY(%s::text[])"), [list(ids)])
+
+    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        return self._count_or_delete("SELECT count(*) FROM {} WHERE tenant = %s AND {}", kind, tenant, where)
+
+    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        return self._count_or_delete("DELETE FROM {} WHERE tenant = %s AND {}", kind, tenant, where)
+
+    def _count_or_delete(self, template: str, kind: str, tenant: str | None, where: Expr | None) -> int:
+        from psycopg import sql
+
+        from .sql_filters import FilterCompiler
+
+        kind_layout = self._layout(kind)
+        compiler = FilterCompiler(kind_layout)
+        statement = sql.SQL(template).format(self._table(kind_layout), compiler.where(where))
+        reading = template.startswith("SELECT")
+        context = self._connection() if reading else self._transaction()
+        with self._errors(f"{template.split()[0].lower()} of {kind} records"), context as conn:
+            cursor = conn.execute(statement, [tenant_key(tenant), *compiler.params])
+            if reading:
+                row = cursor.fetchone()
+                return int(row[0]) if row else 0
+            return cursor.rowcount
+
+    # vector search ---------------------------------------------------------------------
+    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
+               vectors: bool = True) -> list[Hit]:
+        import numpy as np
+
+        self._ensure_vectors()
+        metric = self.params.metric
+        exact = self.options.index == "exact" or (metric == "cosine" and not np.any(vector))
+        found = self._nearest(kind, tenant, vector, k, where, exact)
+        if not exact and (len(found) < k or (len(found) > k and found[k][1] == found[k - 1][1])):
+            # The index scan gave up early (a very selective filter), or a tie straddles the
+            # k-th place: the exact scan returns k whenever k match, ties broken by id.
+            found = self._nearest(kind, tenant, vector, k, where, True)
+        return _rescore([record for record, _ in found[:k]], vector, k, metric)
+
+    def explain_search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None) -> str:
+        """The server's plan for the index search `search` runs first (EXPLAIN; a diagnostic)."""
+        self._ensure_vectors()
+        plan = self._nearest(kind, tenant, vector, k, where, self.options.index == "exact", explain=True)
+        return str(plan)
+
+    def _nearest(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
+                 exact: bool, explain: bool = False) -> Any:
+        """Nearest records and their server-side distances; one more than k from the index."""
+        from psycopg import sql
+
+        from .sql_filters import FilterCompiler
+
+        kind_layout = self._layout(kind)
+        compiler = FilterCompiler(kind_layout)
+        condition = compiler.where(where)
+        operator = sql.SQL("OPERATOR({}.{})").format(
+            sql.Identifier(self.names.vector_schema), sql.SQL(_OPERATORS[self.params.metric]))
+        distance = sql.SQL("embedding {} %s").format(operator)
+        ef_search = ""
+        if exact:
+            if self.params.metric == "cosine":  # a zero vector has no direction: similarity 0
+                distance = sql.SQL("coalesce(nullif({}, 'NaN'::float8), 1.0)").format(distance)
+            ordering = sql.SQL("{}, id").format(distance)
+            settings: tuple[str, tuple[str, ...]] = ("SELECT set_config('enable_indexscan', 'off', true)", ())
+        else:
+            ordering = distance
+            ef_search = str(min(1000, max(self.options.hnsw_ef_search, k)))
+            settings = ("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
+                        (ef_search, self.options.iterative_scan))
+        statement = sql.SQL(
+            "SELECT {}, embedding, {} FROM {} WHERE tenant = %s AND embedding IS NOT NULL AND {} ORDER BY {} LIMIT %s"
+        ).format(self._select_list(kind_layout), distance, self._table(kind_layout), condition, ordering)
+        if explain:
+            statement = sql.SQL("EXPLAIN ") + statement
+        preset = self._own_pool and not exact and ef_search == str(self.options.hnsw_ef_search)
+        with (self._errors(f"searching {kind} records"), self._connection() as conn,
+              conn.transaction() if not preset else nullcontext()):
+            if not preset:
+                conn.execute(settings[0], settings[1])
+            cursor = conn.cursor(binary=not explain)
+            cursor.execute(statement, [vector, tenant_key(tenant), *compiler.params, vector, k if exact else k + 1])
+            rows = cursor.fetchall()
+        if explain:
+            return "\n".join(str(row[0]) for row in rows)
+        return [(self._decode(kind_layout, row, True), row[-1]) for row in rows]
+
+
+def _rescore(records: list[Record], vector: Vector, k: int, metric: str) -> list[Hit]:
+    """Scores in float64 as the reference computes them, best first, ties by id."""
+    import numpy as np
+
+    from ...core.vectorsearch import scores, top_k
+
+    if not records:
+        return []
+    matrix = np.stack([r.embedding for r in records]).astype(np.float64)
+    values = scores(matrix, np.asarray(vector, dtype=np.float64), metric)  # type: ignore[arg-type]
+    best = top_k(values, [r.id for r in records], k, metric)
+    return [Hit(records[i], score) for i, score in best]

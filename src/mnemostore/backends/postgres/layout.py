@@ -1,0 +1,147 @@
+"""Where each field of a record lives in a row: typed columns, the document, the vector.
+
+Every filterable field (but `id`) is a typed column and the only copy of its value, so a
+single `UPDATE … SET n = n + 1` keeps a row consistent. A datetime is two bigint columns:
+the instant in microseconds since the epoch (compares and sorts as an instant) and the
+original UTC offset in microseconds (so it reads back with its offset). The other fields
+(metadata included) are an orjson document in `doc` (bytea: stored and read back byte
+for byte); metadata is also kept as JSONB for filtering. `tenant` is '' for no tenant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from functools import cache, cached_property
+from typing import Any
+
+import orjson
+
+from ...core.codec import instant_micros
+from ...core.records import Record, record_type
+
+_EPOCH = datetime(1970, 1, 1)
+_MICRO = timedelta(microseconds=1)
+
+COLUMN_TYPES: dict[type, str] = {
+    str: 'text COLLATE "C"',
+    int: "bigint",
+    float: "double precision",
+    bool: "boolean",
+    datetime: "bigint",
+}
+NO_TENANT = ""
+
+
+class JsonbBytes(bytes):
+    """A JSON document already serialised by orjson, sent as JSONB (see adapters.py)."""
+
+
+def offset_column(name: str) -> str:
+    return f"{name}_utcoffset_us"
+
+
+def encode_datetime(value: datetime) -> tuple[int, int]:
+    """(instant µs since the epoch, UTC offset µs)."""
+    offset = value.utcoffset()
+    assert offset is not None
+    return instant_micros(value), offset // _MICRO
+
+
+def decode_datetime(instant: int, offset: int) -> datetime:
+    wall = _EPOCH + timedelta(microseconds=instant + offset)
+    return wall.replace(tzinfo=UTC if offset == 0 else timezone(timedelta(microseconds=offset)))
+
+
+def tenant_key(tenant: str | None) -> str:
+    return NO_TENANT if tenant is None else tenant
+
+
+@dataclass(frozen=True)
+class KindLayout:
+    """The row layout of one record kind."""
+
+    kind: str
+    cls: type[Record]
+    table: str
+    fields: tuple[str, ...]
+    """Column fields: the kind's filterable fields except `id`."""
+    types: dict[str, type]
+    doc_fields: frozenset[str]
+
+    @cached_property
+    def datetimes(self) -> tuple[str, ...]:
+        return tuple(name for name in self.fields if self.types[name] is datetime)
+
+    def column_of(self, field: str) -> str:
+        """The column a filter or an ordering on `field` reads."""
+        return "id" if field == "id" else field
+
+    @cached_property
+    def data_columns(self) -> tuple[str, ...]:
+        """Columns read to rebuild a record (without the embedding)."""
+        return ("id", "tenant", *self.fields, *(offset_column(n) for n in self.datetimes), "doc")
+
+    @property
+    def write_columns(self) -> tuple[str, ...]:
+        return (*self.data_columns, "metadata", "embedding")
+
+    def field_values(self, name: str, value: Any) -> list[tuple[str, Any]]:
+        """(column, value) pairs that store `value` for the column field `name`."""
+        if self.types[name] is datetime:
+            if value is None:
+                return [(name, None), (offset_column(name), None)]
+            instant, offset = encode_datetime(value)
+            return [(name, instant), (offset_column(name), offset)]
+        return [(name, value)]
+
+    def encode(self, record: Record) -> tuple[Any, ...]:
+        """A row in `write_columns` order; the embedding stays a numpy array."""
+        data = record.__dict__
+        row: list[Any] = [data["id"], tenant_key(data["tenant_id"])]
+        offsets: list[Any] = []
+        for name in self.fields:
+            value = data[name]
+            if self.types[name] is datetime:
+                if value is None:
+                    row.append(None)
+                    offsets.append(None)
+                else:
+                    instant, offset = encode_datetime(value)
+                    row.append(instant)
+                    offsets.append(offset)
+            else:
+                row.append(value)
+        row.extend(offsets)
+        row.append(self.encode_doc(data))
+        row.append(JsonbBytes(orjson.dumps(data["metadata"])))
+        row.append(data["embedding"])
+        return tuple(row)
+
+    def encode_doc(self, data: dict[str, Any]) -> bytes:
+        return orjson.dumps({name: data[name] for name in self.doc_fields})
+
+    def decode(self, row: tuple[Any, ...], vector: Any = None) -> Record:
+        """Rebuild a record from a row read in `data_columns` order."""
+        data: dict[str, Any] = orjson.loads(row[len(self.data_columns) - 1])
+        data["id"] = row[0]
+        data["tenant_id"] = row[1] or None
+        n = len(self.fields)
+        dt_index = 2 + n
+        for i, name in enumerate(self.fields):
+            value = row[2 + i]
+            if value is not None and self.types[name] is datetime:
+                value = decode_datetime(value, row[dt_index])
+            if self.types[name] is datetime:
+                dt_index += 1
+            data[name] = value
+        data["embedding"] = vector
+        return self.cls.model_construct(**data)
+
+
+@cache
+def layout(kind: str, prefix: str) -> KindLayout:
+    cls = record_type(kind)
+    fields = tuple(name for name in cls.filterable if name != "id")
+    doc_fields = frozenset(cls.model_fields) - set(fields) - {"id", "tenant_id", "embedding"}
+    return KindLayout(kind, cls, prefix + kind, fields, dict(cls.filterable), doc_fields)

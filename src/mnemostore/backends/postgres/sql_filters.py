@@ -1,0 +1,141 @@
+"""Compile bound filters to SQL with exactly the two-valued semantics of `core.filters.matches`.
+
+NOTs are pushed to the comparisons (De Morgan). A comparison in positive position is plain,
+index-friendly SQL that is TRUE exactly when `matches` is true (FALSE or NULL otherwise,
+which a WHERE clause treats alike); in negative position it is `(…) IS NOT TRUE`, which is
+never NULL. Values and metadata keys are always bound parameters; column names come from the
+kind's layout and are quoted. Metadata reads are guarded by `jsonb_typeof`, so a value of
+another JSON type (or a list or object) never compares, and a cast never fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import orjson
+from psycopg import sql
+
+from ...core.filters import And, Cmp, Expr, Not, Or
+from ...core.protocol import OrderKey
+from .layout import KindLayout, encode_datetime
+
+_OPS = {"eq": "=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_TRUE = sql.SQL("TRUE")
+_FALSE = sql.SQL("FALSE")
+
+
+class FilterCompiler:
+    """Compiles expressions for one kind; collects the bound parameters in order."""
+
+    def __init__(self, layout: KindLayout) -> None:
+        self.layout = layout
+        self.params: list[Any] = []
+
+    def where(self, expr: Expr | None) -> sql.Composable:
+        return _TRUE if expr is None else self._compile(expr, True)
+
+    def _compile(self, expr: Expr, positive: bool) -> sql.Composable:
+        if isinstance(expr, Cmp):
+            leaf = self._leaf(expr)
+            return leaf if positive else sql.SQL("({}) IS NOT TRUE").format(leaf)
+        if isinstance(expr, Not):
+            return self._compile(expr.item, not positive)
+        if isinstance(expr, (And, Or)):
+            conjunction = isinstance(expr, And) == positive
+            if not expr.items:
+                return _TRUE if isinstance(expr, And) == positive else _FALSE
+            parts = [self._compile(item, positive) for item in expr.items]
+            if len(parts) == 1:
+                return parts[0]
+            joiner = sql.SQL(" AND ") if conjunction else sql.SQL(" OR ")
+            return sql.SQL("({})").format(joiner.join(parts))
+        raise TypeError(f"not a filter expression: {expr!r}")
+
+    def _param(self, value: Any) -> sql.Composable:
+        self.params.append(value)
+        return sql.Placeholder()
+
+    # comparisons ------------------------------------------------------------------
+    def _leaf(self, cmp: Cmp) -> sql.Composable:
+        if cmp.field[0] == "metadata":
+            return self._metadata_leaf(cmp.field[1], cmp.op, cmp.value)
+        return self._column_leaf(cmp.field[0], cmp.op, cmp.value)
+
+    def _column_leaf(self, field: str, op: str, value: Any) -> sql.Composable:
+        column = sql.Identifier(self.layout.column_of(field))
+        kind = str if field == "id" else self.layout.types[field]
+        if op in ("eq", "ne"):
+            if value is None:
+                return sql.SQL("{} IS NULL" if op == "eq" else "{} IS NOT NULL").format(column)
+            template = "{} = {}" if op == "eq" else "{} IS DISTINCT FROM {}"
+            return sql.SQL(template).format(column, self._param(_column_value(kind, value)))
+        if op in ("in", "nin"):
+            present = [v for v in value if v is not None]
+            parts: list[sql.Composable] = []
+            if present:
+                if kind is str:
+                    parts.append(sql.SQL("{} = ANY({}::text[])").format(column, self._param(present)))
+                else:
+                    parts.extend(self._column_leaf(field, "eq", v) for v in present)
+            if len(present) < len(value):
+                parts.append(sql.SQL("{} IS NULL").format(column))
+            found = _any(parts)
+            return found if op == "in" else sql.SQL("({}) IS NOT TRUE").format(found)
+        return sql.SQL("{} {} {}").format(column, sql.SQL(_OPS[op]), self._param(_column_value(kind, value)))
+
+    def _item(self, key: str) -> sql.Composable:
+        return sql.SQL("(metadata -> {})").format(self._param(key))
+
+    def _metadata_leaf(self, key: str, op: str, value: Any) -> sql.Composable:
+        if op in ("eq", "ne"):
+            if value is None:
+                found: sql.Composable = sql.SQL("coalesce(jsonb_typeof({}), 'null') = 'null'").format(self._item(key))
+            else:
+                found = sql.SQL("{} = {}::jsonb").format(self._item(key), self._param(orjson.dumps(value).decode()))
+            return found if op == "eq" else sql.SQL("({}) IS NOT TRUE").format(found)
+        if op in ("in", "nin"):
+            found = _any([self._metadata_leaf(key, "eq", v) for v in value])
+            return found if op == "in" else sql.SQL("({}) IS NOT TRUE").format(found)
+        symbol = sql.SQL(_OPS[op])
+        if isinstance(value, str):
+            return sql.SQL(
+                "CASE WHEN jsonb_typeof({}) = 'string' THEN (metadata ->> {}) COLLATE \"C\" {} {} ELSE FALSE END"
+            ).format(self._item(key), self._param(key), symbol, self._param(value))
+        # Numbers: JSONB keeps the shortest decimal orjson wrote, so the bound is compared as
+        # its own shortest decimal (exact for ints, and monotone for floats).
+        bound = value if isinstance(value, int) else Decimal(repr(value))
+        return sql.SQL(
+            "CASE WHEN jsonb_typeof({}) = 'number' THEN {}::numeric {} {}::numeric ELSE FALSE END"
+        ).format(self._item(key), self._item(key), symbol, self._param(bound))
+
+
+def _any(parts: Sequence[sql.Composable]) -> sql.Composable:
+    if not parts:
+        return _FALSE
+    if len(parts) == 1:
+        return parts[0]
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(parts))
+
+
+def _column_value(kind: type, value: Any) -> Any:
+    """A filter operand as the column stores it (instants for datetimes, exact numerics)."""
+    if kind is datetime:
+        return encode_datetime(value)[0]
+    if kind is int and isinstance(value, float):
+        return Decimal(value)  # exact binary value: bigint vs numeric compares exactly
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def order_by(layout: KindLayout, order: Sequence[OrderKey]) -> sql.Composable:
+    """ORDER BY terms with missing values first in both directions, as the reference sorts."""
+    terms = []
+    for key in order:
+        column = sql.Identifier(layout.column_of(key.field))
+        direction = "DESC NULLS LAST" if key.descending else "ASC NULLS FIRST"
+        terms.append(sql.SQL("{} {}").format(column, sql.SQL(direction)))
+    return sql.SQL(", ").join(terms)

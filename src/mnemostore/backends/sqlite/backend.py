@@ -1,0 +1,297 @@
+"""`SQLiteBackend`: the embedded default store, on the standard library's `sqlite3`."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...core import codec
+from ...core.capabilities import Capability
+from ...core.errors import ConfigError, StoreClosed, ValidationError
+from ...core.filters import Expr
+from ...core.jsonvalues import INT64_MAX
+from ...core.protocol import Backend, Hit, OrderKey
+from ...core.records import Record, record_type
+from ...core.url import StoreURL
+from ...core.vectors import Vector
+from ...core.vectorsearch import prepare_query
+from . import schema
+from .connections import Connections, open_file
+from .ranking import rank
+from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, Layout, tenant_key
+from .sql_filters import INLINE_LIMIT, order_sql, where_sql
+from .vector_cache import VectorCache, read_version
+
+
+class SQLiteOptions(BaseModel):
+    """Options of the sqlite backend (keyword arguments or URL query parameters)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    busy_timeout: float = Field(default=30.0, gt=0, le=3600)
+    """Seconds a call waits for another process's write lock before failing."""
+    synchronous: Literal["normal", "full"] = "normal"
+    """"normal" is safe against crashed processes; "full" also against power loss, slower."""
+
+
+def database_path(url: StoreURL) -> Path:
+    """The file a `sqlite:///relative.db` or `sqlite:////absolute.db` URL names."""
+    if url.host:
+        raise ConfigError(
+            f"{url.masked}: a sqlite URL has no host; use sqlite:///relative/path.db "
+            "or sqlite:////absolute/path.db")
+    path = url.path[1:] if url.path.startswith("/") else url.path
+    if not path:
+        raise ConfigError(f"{url.masked}: give a database file, e.g. sqlite:///memory.db")
+    if path == ":memory:":
+        raise ConfigError(
+            f"{url.masked}: in-memory SQLite databases are not supported (each connection would see "
+            "its own empty database); use memory:// for a throwaway store")
+    return Path(path).expanduser()
+
+
+def _ensure_layout(conn: sqlite3.Connection) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > schema.LAYOUT_VERSION:
+        raise ConfigError(
+            f"this SQLite store has layout version {version}, newer than this mnemostore understands "
+            f"({schema.LAYOUT_VERSION}); upgrade mnemostore")
+    if version < schema.LAYOUT_VERSION:
+        schema.create(conn)
+        conn.execute(f"PRAGMA user_version = {schema.LAYOUT_VERSION:d}")
+
+
+class SQLiteBackend(Backend):
+    """Records in one SQLite file (WAL mode), exact vector search over cached numpy matrices."""
+
+    name: ClassVar[str] = "sqlite"
+    schemes: ClassVar[tuple[str, ...]] = ("sqlite",)
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({
+        Capability.PERSISTENT,
+        Capability.TRANSACTIONS,
+        Capability.ATOMIC_UPDATE,
+        Capability.MULTI_PROCESS,
+        Capability.CRASH_SAFE,
+        Capability.FILTER_RANGE,
+        Capability.FILTER_METADATA,
+        Capability.VECTOR_COSINE,
+        Capability.VECTOR_DOT,
+        Capability.VECTOR_L2,
+        Capability.VECTOR_FILTERED,
+        Capability.LARGE_STATE,
+    })
+    options_model: ClassVar[type[BaseModel]] = SQLiteOptions
+    requires: ClassVar[tuple[str, ...]] = ("sqlite3",)
+
+    _db: Connections | None = None
+    _cache: VectorCache | None = None
+
+    def open(self) -> None:
+        options = self.options
+        assert isinstance(options, SQLiteOptions)
+        path = database_path(self.url)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the directory for {path}: {exc}") from exc
+        open_file(path, options.busy_timeout)
+        self.path = path
+        self._db = Connections(path, options.busy_timeout, options.synchronous)
+        self._encoders = {kind: layout.row_encoder() for kind, layout in LAYOUTS.items()}
+        try:
+            self._db.write(_ensure_layout)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+        if self._cache is not None:
+            self._cache.clear()
+
+    @property
+    def db(self) -> Connections:
+        if self._db is None:
+            raise StoreClosed("the SQLite store is not open")
+        return self._db
+
+    def describe(self) -> dict[str, Any]:
+        options = self.options
+        assert isinstance(options, SQLiteOptions)
+        return {"path": str(self.path.resolve()), "sqlite_version": sqlite3.sqlite_version,
+                "journal_mode": "wal", "synchronous": options.synchronous}
+
+    # meta ---------------------------------------------------------------------------
+    def read_meta(self, key: str) -> Any:
+        def work(conn: sqlite3.Connection) -> Any:
+            row = conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = ?", (key,)).fetchone()
+            return None if row is None else orjson.loads(row[0])
+
+        return self.db.read(work)
+
+    def write_meta(self, key: str, value: Any) -> None:
+        text = orjson.dumps(value).decode()
+        self.db.write(lambda conn: conn.execute(
+            f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)", (key, text)))
+
+    # records ------------------------------------------------------------------------
+    def put(self, kind: str, records: Sequence[Record]) -> None:
+        layout = LAYOUTS[kind]
+        encode = self._encoders[kind]
+        rows = [encode(record) for record in records]
+        sql = layout.insert_sql()
+        self.db.write(lambda conn: conn.executemany(sql, rows))
+
+    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+              limit: int | None, vectors: bool = True) -> list[Record]:
+        layout = LAYOUTS[kind]
+        condition, params = where_sql(layout, where)
+        # Order and limit on seqs first: SQLite's sorter would otherwise carry every
+        # matching document (a run's 50 KB checkpoints) through the sort.
+        sql = (f"SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} "
+               f"ORDER BY {order_sql(layout, order)}")
+        args: list[Any] = [tenant_key(tenant), *params]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+
+        def work(conn: sqlite3.Connection) -> list[Record]:
+            seqs = [seq for seq, in conn.execute(sql, args)]
+            found = _records_by_seq(conn, kind, layout, seqs, vectors)
+            return [found[seq] for seq in seqs]
+
+        return self.db.read(work)
+
+    def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
+        layout = LAYOUTS[kind]
+        column = "vec" if vectors else "NULL"
+        if len(ids) <= INLINE_LIMIT:
+            sql = (f"SELECT doc, {column} FROM {layout.table} "
+                   f"WHERE tenant = ? AND id IN ({', '.join('?' * len(ids))})")
+            args: list[Any] = [tenant_key(tenant), *ids]
+        else:
+            sql = (f"SELECT doc, {column} FROM {layout.table} "
+                   "WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))")
+            args = [tenant_key(tenant), orjson.dumps(list(ids)).decode()]
+        rows = self.db.read(lambda conn: conn.execute(sql, args).fetchall())
+        return schema.decode_rows(kind, rows)
+
+    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        layout = LAYOUTS[kind]
+        condition, params = where_sql(layout, where)
+        sql = f"SELECT count(*) FROM {layout.table} WHERE tenant = ? AND {condition}"
+        return int(self.db.read(lambda conn: conn.execute(sql, [tenant_key(tenant), *params]).fetchone()[0]))
+
+    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        layout = LAYOUTS[kind]
+        condition, params = where_sql(layout, where)
+        sql = f"DELETE FROM {layout.table} WHERE tenant = ? AND {condition}"
+
+        def work(conn: sqlite3.Connection) -> int:
+            deleted = conn.execute(sql, [tenant_key(tenant), *params]).rowcount
+            if deleted:  # cached matrices must drop these rows (and their seqs may be reused)
+                _bump_epoch(conn, kind)
+            return deleted
+
+        return self.db.write(work)
+
+    def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
+               inc: Mapping[str, int | float]) -> Record | None:
+        layout = LAYOUTS[kind]
+        cls = record_type(kind)
+        encode = self._encoders[kind]
+        select = f"SELECT seq, doc, vec FROM {layout.table} WHERE tenant = ? AND id = ?"
+        rewrite = layout.rewrite_sql()
+
+        def work(conn: sqlite3.Connection) -> Record | None:
+            row = conn.execute(select, (tenant_key(tenant), id)).fetchone()
+            if row is None:
+                return None
+            seq, doc, vec = row
+            data = {**codec.decode(kind, doc, vec).__dict__, **set}
+            for name, amount in inc.items():
+                data[name] += amount
+                if data[name] > INT64_MAX:
+                    raise ValidationError.one(f"inc.{name}", "the counter would exceed a 64-bit integer")
+            record = cls.model_construct(**data)
+            conn.execute(rewrite, (*encode(record)[1:], seq))
+            if "embedding" in set:
+                _bump_epoch(conn, kind)
+            return record
+
+        return self.db.write(work)
+
+    # vector search ----------------------------------------------------------------------
+    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
+               vectors: bool = True) -> list[Hit]:
+        layout = LAYOUTS[kind]
+        metric = self.params.metric
+        cache = self._vector_cache()
+        query = prepare_query(vector, metric)
+        tenant_value = tenant_key(tenant)
+
+        def work(conn: sqlite3.Connection) -> list[tuple[int, float]]:
+            version = read_version(conn, kind, layout.table, EPOCH_TABLE)
+            matrix = cache.matrix(conn, kind, layout.table, tenant_value, version)
+            if matrix.n == 0:
+                return []
+            rows = None if where is None else matrix.positions_of(
+                _matching_seqs(conn, layout, tenant_value, where))
+            if rows is not None and len(rows) == 0:
+                return []
+            best = rank(matrix.rows(), matrix.row_norms(), query, matrix.ids, k, metric, rows)
+            return [(int(matrix.seqs[i]), score) for i, score in best]
+
+        def fetch(conn: sqlite3.Connection) -> list[Hit]:
+            ranked = work(conn)
+            if not ranked:
+                return []
+            records = _records_by_seq(conn, kind, layout, [seq for seq, _ in ranked], vectors)
+            return [Hit(records[seq], score) for seq, score in ranked if seq in records]
+
+        return self.db.read(fetch)
+
+    def _vector_cache(self) -> VectorCache:
+        cache = self._cache
+        if cache is None or cache.metric != self.params.metric:
+            cache = self._cache = VectorCache(self.params.metric)
+        return cache
+
+
+def _bump_epoch(conn: sqlite3.Connection, kind: str) -> None:
+    conn.execute(f"UPDATE {EPOCH_TABLE} SET epoch = epoch + 1 WHERE kind = ?", (kind,))
+
+
+def _matching_seqs(conn: sqlite3.Connection, layout: Layout, tenant: str, where: Expr) -> Any:
+    """Seqs of the tenant's rows matching `where`, in any order.
+
+    Rows without a vector are not filtered out here (they are absent from the matrix),
+    so a filter on indexed columns is answered from the index alone; the seqs come
+    back as one JSON array, ~5x faster than iterating rows in Python.
+    """
+    import numpy as np
+
+    condition, params = where_sql(layout, where)
+    found = conn.execute(
+        f"SELECT json_group_array(seq) FROM {layout.table} WHERE tenant = ? AND {condition}",
+        [tenant, *params]).fetchone()[0]
+    return np.array(orjson.loads(found), dtype=np.int64)
+
+
+def _records_by_seq(conn: sqlite3.Connection, kind: str, layout: Layout, seqs: list[int],
+                    vectors: bool) -> dict[int, Record]:
+    column = "vec" if vectors else "NULL"
+    if len(seqs) <= INLINE_LIMIT:
+        sql = f"SELECT seq, doc, {column} FROM {layout.table} WHERE seq IN ({', '.join('?' * len(seqs))})"
+        args: list[Any] = list(seqs)
+    else:
+        sql = f"SELECT seq, doc, {column} FROM {layout.table} WHERE seq IN (SELECT value FROM json_each(?))"
+        args = [orjson.dumps(seqs).decode()]
+    decode = codec.decode
+    return {seq: decode(kind, doc, vec) for seq, doc, vec in conn.execute(sql, args)}

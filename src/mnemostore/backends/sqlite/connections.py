@@ -1,0 +1,159 @@
+"""Connections to one SQLite file: a small pool, transactions, and retries on a busy lock.
+
+A connection is checked out for one call and returned, never tied to a thread, so any
+thread (or an executor behind an async twin) may run any call. Writes take the lock up
+front (`BEGIN IMMEDIATE`) so concurrent writers queue on SQLite's busy handler instead
+of failing on a lock upgrade; a lock still busy is retried until `busy_timeout` runs out.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from ...core.errors import BackendError, ConfigError, StoreClosed
+
+T = TypeVar("T")
+
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _BUSY_CODES
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _busy_with(conn: sqlite3.Connection) -> bool:
+    """Whether a connection is unfit for reuse (left inside a transaction, or closed)."""
+    try:
+        return conn.in_transaction
+    except sqlite3.ProgrammingError:
+        return True
+
+
+class Connections:
+    """A pool of connections to `path`, each used by one call at a time."""
+
+    def __init__(self, path: Path, busy_timeout: float, synchronous: str) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._pragmas = (
+            f"PRAGMA synchronous = {'FULL' if synchronous == 'full' else 'NORMAL'}",
+            "PRAGMA temp_store = MEMORY",
+            "PRAGMA cache_size = -16384",
+            "PRAGMA mmap_size = 268435456",  # scans of ~2 KB rows read 3x faster through mmap
+        )
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                               check_same_thread=False, cached_statements=256)
+        try:
+            for pragma in self._pragmas:
+                conn.execute(pragma)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection for the duration of one call."""
+        with self._lock:
+            if self._closed:
+                raise StoreClosed(f"the SQLite store at {self.path} is closed")
+            if os.getpid() != self._pid:  # forked: the parent's connections are not ours to use
+                self._idle, self._pid = [], os.getpid()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._connect()
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                keep = not self._closed and os.getpid() == self._pid and not _busy_with(conn)
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    # transactions ---------------------------------------------------------------------
+    def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` in one write transaction (all-or-nothing), retrying while busy."""
+        return self._transaction("BEGIN IMMEDIATE", work)
+
+    def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` on one consistent snapshot."""
+        return self._transaction("BEGIN", work)
+
+    def _transaction(self, begin: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.001
+        with self.connection() as conn:
+            while True:
+                try:
+                    conn.execute(begin)
+                    try:
+                        result = work(conn)
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                    return result
+                except sqlite3.OperationalError as exc:
+                    if not is_busy(exc) or time.monotonic() >= deadline:
+                        raise self.error(exc) from exc
+                except sqlite3.Error as exc:
+                    raise self.error(exc) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+
+    def error(self, exc: sqlite3.Error) -> BackendError:
+        if is_busy(exc):
+            return BackendError(
+                f"the SQLite database {self.path} stayed locked by another writer for more than "
+                f"{self.busy_timeout:g} s; raise the busy_timeout option if writers hold it that long")
+        return BackendError(f"SQLite error on {self.path}: {exc}")
+
+
+def open_file(path: Path, busy_timeout: float) -> None:
+    """Switch the file to WAL mode (creating it), or fail with an error naming the file."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open the SQLite database {path}: {exc}") from exc
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise ConfigError(f"cannot switch {path} to WAL mode (it stays in {mode!r} mode); "
+                                  "is it on a network file system?")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise ConfigError(f"cannot open the SQLite database {path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"{path} is not a usable SQLite database: {exc}") from exc
+        finally:
+            conn.close()
+        time.sleep(0.01)

@@ -1,0 +1,70 @@
+"""`mnemostore info [URL]`: what a store holds and what its backend can do."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .render import table, to_json
+
+SCHEMA_VERSION_UNKNOWN = "unversioned"
+"""Reported until stores record a schema version (the migrations issue)."""
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "info", help="show a store's backend, counts per kind, parameters and capabilities",
+        description="Open a store and show its backend, URL (password masked), record counts per kind, "
+                    "embedding dimension and metric, schema version and capabilities. Without URL the store "
+                    "is found as mnemostore.open() finds it: $MNEMOSTORE_URL, the config file, then the "
+                    "embedded default.")
+    parser.add_argument("url", nargs="?", metavar="URL", help="store URL (default: as mnemostore.open() resolves it)")
+    parser.add_argument("--tenant", help="count the records of this tenant (default: the default tenant)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.set_defaults(run=run)
+
+
+def collect(url: str | None, tenant: str | None = None) -> dict[str, Any]:
+    """Open the store and describe it as plain data."""
+    from ..core.config import resolve
+    from ..core.records import KINDS
+    from ..core.store import open_config
+
+    config = resolve(url, **({"tenant": tenant} if tenant is not None else {}))
+    with open_config(config) as store:
+        return {
+            "backend": store.backend.name,
+            "url": store.backend.url.masked,
+            "source": "command line" if config.source == "argument" else config.source,
+            "tenant": store.tenant,
+            "counts": {kind: store.collection(kind).count() for kind in KINDS},
+            "dimension": store.params.dimension,
+            "metric": store.params.metric,
+            "schema_version": SCHEMA_VERSION_UNKNOWN,
+            "capabilities": sorted(c.value for c in store.capabilities),
+            "details": store.backend.describe(),
+        }
+
+
+def run(args: argparse.Namespace) -> int:
+    data = collect(args.url, args.tenant)
+    if args.json:
+        print(to_json(data))
+        return 0
+    facts: list[tuple[str, Any]] = [
+        ("backend", data["backend"]),
+        ("url", data["url"]),
+        ("source", data["source"]),
+        ("tenant", data["tenant"] or "(default)"),
+        ("dimension", data["dimension"] or "(not set: no embedding written yet)"),
+        ("metric", data["metric"]),
+        ("schema version", data["schema_version"]),
+        ("capabilities", ", ".join(data["capabilities"]) or "(none)"),
+        *((str(key), value) for key, value in data["details"].items()),
+    ]
+    width = max(len(name) for name, _ in facts)
+    for name, value in facts:
+        print(f"{name.ljust(width)}  {value}")
+    print()
+    print(table(("KIND", "RECORDS"), list(data["counts"].items())))
+    return 0

@@ -1,0 +1,179 @@
+"""Checkpoint lineage: chains, branches, latest, history, prune, merge and restore."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from ...core.checkpoints import LATEST
+from ...core.errors import NotFound, ValidationError
+from ...core.store import Store
+from ..factories import offset_time
+
+
+class Message(BaseModel):
+    role: str
+    content: str
+
+
+class AgentState(BaseModel):
+    """A typical agent-graph state: nested models, a datetime with an offset, optionals."""
+
+    step: int
+    messages: list[Message] = []
+    scores: dict[str, float] = {}
+    started: datetime
+    note: str | None = None
+
+
+class CheckpointClauses:
+    def test_saves_chain_parents_and_sequences(self, store: Store) -> None:
+        cps = store.checkpoints
+        first = cps.save("run", {"step": 1}, node_id="plan")
+        second = cps.save("run", {"step": 2}, node_id="act")
+        third = cps.save("run", {"step": 3}, node_id="check")
+        assert (first.parent_ids, first.sequence, first.branch_id) == ([], 0, "main")
+        assert (second.parent_ids, second.sequence) == ([first.id], 1)
+        assert (third.parent_ids, third.sequence) == ([second.id], 2)
+        assert cps.latest("run") == third
+        assert [c.id for c in cps.history("run")] == [first.id, second.id, third.id]
+        assert [c.id for c in cps.lineage(third.id)] == [third.id, second.id, first.id]
+        assert cps.get(second.id) == second
+
+    def test_runs_are_independent(self, store: Store) -> None:
+        cps = store.checkpoints
+        a1 = cps.save("run-a", {"x": 1})
+        b1 = cps.save("run-b", {"x": 1})
+        a2 = cps.save("run-a", {"x": 2})
+        assert b1.parent_ids == [] and a2.parent_ids == [a1.id]
+        assert cps.latest("run-b") == b1
+        assert cps.latest("no-such-run") is None
+        assert cps.history("no-such-run") == []
+
+    def test_explicit_parents_and_roots(self, store: Store) -> None:
+        cps = store.checkpoints
+        root = cps.save("run", {"n": 0})
+        cps.save("run", {"n": 1})
+        retry = cps.save("run", {"n": 2}, parent=root.id)
+        fresh = cps.save("run", {"n": 3}, parent=None)
+        assert (retry.parent_ids, retry.sequence) == ([root.id], 1)
+        assert (fresh.parent_ids, fresh.sequence) == ([], 0)
+        with pytest.raises(ValidationError):
+            cps.save("run", {"n": 4}, parent="no-such-checkpoint")
+        with pytest.raises(NotFound):
+            cps.lineage("no-such-checkpoint")
+
+    def test_branches_have_their_own_lineage(self, store: Store) -> None:
+        cps = store.checkpoints
+        m0 = cps.save("run", {"n": 0})
+        m1 = cps.save("run", {"n": 1})
+        b2 = cps.save("run", {"n": 2}, branch="explore", parent=m1.id)
+        b3 = cps.save("run", {"n": 3}, branch="explore")
+        m2 = cps.save("run", {"n": 10})
+        assert (b2.parent_ids, b2.sequence, b2.branch_id) == ([m1.id], 2, "explore")
+        assert (b3.parent_ids, b3.sequence) == ([b2.id], 3)
+        assert (m2.parent_ids, m2.sequence) == ([m1.id], 2)
+        assert cps.latest("run", branch="main") == m2
+        assert cps.latest("run", branch="explore") == b3
+        assert cps.latest("run") == b3  # the highest sequence over all branches
+        assert [c.id for c in cps.history("run", branch="explore")] == [b2.id, b3.id]
+        assert [c.id for c in cps.history("run", branch="main")] == [m0.id, m1.id, m2.id]
+        assert [c.sequence for c in cps.history("run")] == [0, 1, 2, 2, 3]
+        assert [c.id for c in cps.lineage(b3.id)] == [b3.id, b2.id, m1.id, m0.id]
+        orphan = cps.save("run", {"n": 0}, branch="other")
+        assert (orphan.parent_ids, orphan.sequence) == ([], 0)
+
+    def test_prune_keeps_the_newest_per_branch(self, store: Store) -> None:
+        cps = store.checkpoints
+        main = [cps.save("run", {"n": n}) for n in range(5)]
+        side = [cps.save("run", {"n": n}, branch="side", parent=main[1].id if n == 0 else LATEST)
+                for n in range(3)]
+        other_run = [cps.save("other", {"n": n}) for n in range(3)]
+        assert cps.prune("run", keep=2) == 3 + 1
+        assert [c.id for c in cps.history("run", branch="main")] == [c.id for c in main[-2:]]
+        assert [c.id for c in cps.history("run", branch="side")] == [c.id for c in side[-2:]]
+        assert cps.prune("run", keep=1, branch="side") == 1
+        assert [c.id for c in cps.history("run", branch="side")] == [side[-1].id]
+        assert len(cps.history("run", branch="main")) == 2
+        assert cps.prune("run", keep=5) == 0
+        assert [c.id for c in cps.history("other")] == [c.id for c in other_run]
+        assert cps.prune("run", keep=0) == 3
+        assert cps.history("run") == [] and cps.latest("run") is None
+        with pytest.raises(ValidationError):
+            cps.prune("other", keep=-1)
+
+    def test_merge_with_every_reducer_and_several_parents(self, store: Store) -> None:
+        cps = store.checkpoints
+        root = cps.save("run", {"start": True})
+        states: list[dict[str, Any]] = [
+            {"log": ["a"], "cfg": {"x": 1, "y": 1}, "last": "first", "total": 1, "hi": 3, "lo": 3,
+             "tags": ["t1", "t2"], "plain": 1},
+            {"log": ["b", "c"], "cfg": {"y": 2}, "last": "second", "total": 2.5, "hi": 7, "lo": -1,
+             "tags": ["t2", "t3"], "plain": 2},
+            {"log": [], "cfg": {"z": None}, "last": None, "total": 0, "hi": None, "lo": 0,
+             "tags": ["t1", "t4"], "only_here": "yes"},
+        ]
+        parents = [cps.save("run", state, branch=f"b{i}", parent=root.id) for i, state in enumerate(states)]
+        reducers = {"log": "append", "cfg": "merge", "last": "last", "total": "sum", "hi": "max", "lo": "min",
+                    "tags": "union"}
+        merged = cps.merge("run", [p.id for p in parents], reducers=reducers)
+        assert merged.state == {
+            "log": ["a", "b", "c"], "cfg": {"x": 1, "y": 2, "z": None}, "last": None, "total": 3.5, "hi": 7,
+            "lo": -1, "tags": ["t1", "t2", "t3", "t4"], "plain": 2, "only_here": "yes",
+        }
+        assert merged.parent_ids == [p.id for p in parents]
+        assert (merged.sequence, merged.branch_id, merged.node_id) == (2, "main", "merge")
+        assert cps.get(merged.id) == merged
+        assert cps.latest("run", branch="main") == merged
+        assert [c.id for c in cps.lineage(merged.id)] == [merged.id, parents[0].id, root.id]
+        two = cps.merge("run", [parents[1].id, parents[0].id], reducers={"log": "append"}, branch="joined")
+        assert two.state["log"] == ["b", "c", "a"] and two.state["cfg"] == {"x": 1, "y": 1}
+        assert two.parent_ids == [parents[1].id, parents[0].id]
+
+    def test_merge_rejects_unknown_reducers_and_parents(self, store: Store) -> None:
+        cps = store.checkpoints
+        a = cps.save("run", {"n": 1})
+        b = cps.save("run", {"n": 2}, branch="b", parent=None)
+        with pytest.raises(ValidationError):
+            cps.merge("run", [a.id, b.id], reducers={"n": "average"})
+        with pytest.raises(ValidationError):
+            cps.merge("run", [a.id, "no-such-checkpoint"])
+        assert cps.count() == 2
+
+    def test_state_may_be_a_pydantic_model_and_restores_into_one(self, store: Store) -> None:
+        cps = store.checkpoints
+        state = AgentState(step=3, messages=[Message(role="user", content="مرحبا 🧠")], scores={"a": 0.1},
+                           started=offset_time(5))
+        saved = cps.save("typed", state)
+        assert saved.state == state.model_dump(mode="json")
+        restored = cps.restore("typed", AgentState)
+        assert restored == state
+        assert restored is not None and restored.started.utcoffset() == state.started.utcoffset()
+        newer = state.model_copy(update={"step": 4, "note": "done"})
+        cps.save("typed", newer)
+        assert cps.restore("typed", AgentState) == newer
+        assert cps.restore("no-such-run", AgentState) is None
+
+    def test_restore_by_branch(self, store: Store) -> None:
+        cps = store.checkpoints
+        started = offset_time(1)
+        main = cps.save("run", AgentState(step=1, started=started))
+        cps.save("run", AgentState(step=5, started=started), branch="side", parent=main.id)
+        assert cps.restore("run", AgentState, branch="main") == AgentState(step=1, started=started)
+        assert cps.restore("run", AgentState, branch="side") == AgentState(step=5, started=started)
+
+    def test_equal_states_hash_equally_whatever_their_key_order(self, store: Store) -> None:
+        cps = store.checkpoints
+        one = cps.save("run", {"a": 1, "b": [1, 2], "c": {"x": 1, "y": 2}})
+        two = cps.save("run", {"c": {"y": 2, "x": 1}, "b": [1, 2], "a": 1})
+        three = cps.save("run", {"a": 1, "b": [2, 1], "c": {"x": 1, "y": 2}})
+        assert one.state_hash == two.state_hash != three.state_hash
+        assert cps.get(two.id).state_hash == one.state_hash  # type: ignore[union-attr]
+        assert cps.count({"state_hash": one.state_hash}) == 2
+        nested = cps.save("run", {"only": {"x": 1, "y": [{"p": 1, "q": 2}]}})
+        reordered = cps.save("run", {"only": {"y": [{"q": 2, "p": 1}], "x": 1}})
+        assert nested.state_hash == reordered.state_hash
+

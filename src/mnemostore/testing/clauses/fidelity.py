@@ -1,0 +1,146 @@
+"""Round-trip fidelity: what is written reads back identical, through every read path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...core.capabilities import Capability
+from ...core.filters import F
+from ...core.records import Record
+from ...core.store import Store
+from ..factories import AWKWARD_TEXT, ODD_OFFSETS, TEXT_FIELDS, all_none, fields, large_state, make, nested_metadata
+from ..oracle import assert_same_records
+from ..requirements import requires
+from . import each_kind
+
+
+def read_back_everywhere(store: Store, records: list[Record]) -> None:
+    """Every read path (get, get_many, query, iterate) returns records identical to `records`."""
+    collection = store.collection(records[0].kind)
+    ids = [r.id for r in records]
+    assert_same_records([collection.get(i) for i in ids], records)
+    assert_same_records(collection.get_many(ids), records)
+    by_id = sorted(records, key=lambda r: r.id)
+    assert_same_records(collection.all(order_by="id"), by_id)
+    assert_same_records(list(collection.iterate(order_by="id", batch_size=2)), by_id)
+    assert_same_records(collection.get_many(ids, vectors=False), records, vectors=False)
+
+
+class FidelityClauses:
+    @each_kind
+    def test_unicode_text_round_trips_unchanged(self, store: Store, kind: str) -> None:
+        records = []
+        for i, text in enumerate(AWKWARD_TEXT):
+            overrides: dict[str, Any] = dict.fromkeys(TEXT_FIELDS[kind], text)
+            if kind == "outcome" and not text:
+                overrides["task_type"] = "-"
+            records.append(make(kind, i, agent=text, project_id=text, metadata={text: text, "v": [text]},
+                                **overrides))
+        store.collection(kind).put(records)
+        read_back_everywhere(store, records)
+
+    @each_kind
+    def test_unicode_is_not_normalised_by_filters(self, store: Store, kind: str) -> None:
+        decomposed, composed = make(kind, 1, agent="e\u0301"), make(kind, 2, agent="\u00e9")
+        store.collection(kind).put([decomposed, composed])
+        assert [r.id for r in store.collection(kind).all(F.agent == "e\u0301")] == [decomposed.id]
+        assert [r.id for r in store.collection(kind).all(F.agent == "\u00e9")] == [composed.id]
+        assert [r.id for r in store.collection(kind).all(F.agent == "🧠🤖")] == []
+
+    @each_kind
+    def test_awkward_ids_round_trip(self, store: Store, kind: str) -> None:
+        ids = ["🧠", "מזהה", "e\u0301", "../../etc/passwd", "a/b\\c", "with space", "'; DROP TABLE x; --",
+               "%_*?", "CON", ".", "x" * 512, "Ab", "aB"]
+        records = [make(kind, i, id=record_id) for i, record_id in enumerate(ids)]
+        store.collection(kind).put(records)
+        read_back_everywhere(store, records)
+        assert store.collection(kind).count() == len(ids)
+
+    @each_kind
+    def test_nested_metadata_round_trips_with_exact_types(self, store: Store, kind: str) -> None:
+        records = [make(kind, 1, metadata=nested_metadata()), make(kind, 2, metadata={})]
+        store.collection(kind).put(records)
+        read_back_everywhere(store, records)
+
+    @each_kind
+    def test_datetimes_keep_their_offset_and_microseconds(self, store: Store, kind: str) -> None:
+        from ..factories import DATETIME_FIELDS, offset_time
+
+        records = []
+        for i, zone in enumerate(ODD_OFFSETS):
+            moment = offset_time(i).astimezone(zone).replace(microsecond=(i * 104_729) % 1_000_000)
+            records.append(make(kind, i, **dict.fromkeys(DATETIME_FIELDS[kind], moment)))
+        store.collection(kind).put(records)
+        read_back_everywhere(store, records)
+
+    @each_kind
+    def test_none_values_stay_none_and_empty_strings_stay_empty(self, store: Store, kind: str) -> None:
+        empty: dict[str, Any] = {name: "" for name in TEXT_FIELDS[kind] if name != "task_type"}
+        records = [
+            store.collection(kind).record_cls(**all_none(kind, 1)),
+            make(kind, 2, agent="", project_id="", metadata={"k": None, "": ""}, **empty),
+        ]
+        store.collection(kind).put(records)
+        read_back_everywhere(store, records)
+        assert store.collection(kind).count(F.agent == None) == 1  # noqa: E711
+        assert store.collection(kind).count(F.agent == "") == 1
+
+    @each_kind
+    def test_floats_in_metadata_are_exact(self, store: Store, kind: str) -> None:
+        values = [0.1, 0.2 + 0.1, 1 / 3, -0.0, 1e-300, 5e-324, 1.7976931348623157e308, 123456789.123456789,
+                  -2.5e-8, 2.0**53, 1e21, 1e-7]
+        record = make(kind, 1, metadata={"floats": values, "single": 0.30000000000000004})
+        store.collection(kind).put([record])
+        read_back_everywhere(store, [record])
+
+    @each_kind
+    def test_embeddings_are_exact_as_float32(self, store: Store, kind: str) -> None:
+        given = [0.1, 1 / 3, -0.0, 1e-40, 3.4e38, -1.17549435e-38, 2.0**-149, 123456.789]
+        record = make(kind, 1, embedding=given)
+        store.collection(kind).put([record])
+        got = store.collection(kind).get(record.id)
+        assert got is not None and got.embedding is not None
+        assert got.embedding.dtype == np.float32
+        assert got.embedding.tobytes() == np.asarray(given, dtype=np.float32).tobytes()  # bit for bit, -0.0 too
+        read_back_everywhere(store, [record])
+
+    @each_kind
+    def test_large_text_and_metadata_round_trip(self, store: Store, kind: str) -> None:
+        text = "long 🧠 text " * 20_000
+        record = make(kind, 1, agent=text, metadata={"long": text, "many": list(range(10_000))})
+        store.collection(kind).put([record])
+        read_back_everywhere(store, [record])
+
+    def test_checkpoint_state_round_trips_with_exact_types(self, store: Store) -> None:
+        state = {**nested_metadata(), "messages": [{"role": "user", "content": AWKWARD_TEXT[0]}]}
+        record = make("checkpoint", 1, state=state)
+        store.checkpoints.put([record])
+        read_back_everywhere(store, [record])
+        assert store.checkpoints[record.id].state_hash == record.state_hash
+
+    def test_heuristic_confidence_is_exact(self, store: Store) -> None:
+        records = [make("heuristic", i, confidence=value)
+                   for i, value in enumerate((0.1, 0.30000000000000004, 1 / 3, 0.0, 1.0, 5e-324))]
+        store.heuristics.put(records)
+        read_back_everywhere(store, records)
+
+    @requires(Capability.LARGE_STATE)
+    def test_large_checkpoint_state_round_trips(self, store: Store) -> None:
+        state = large_state(5.5)
+        saved = store.checkpoints.save("big-run", state)
+        again = store.checkpoints.save("big-run", {**state, "summary": "second"})
+        assert store.checkpoints.latest("big-run") == again
+        got = store.checkpoints.get(saved.id)
+        assert got is not None
+        assert got.state == state
+        assert got.state_hash == saved.state_hash
+        assert len(got.state["messages"]) == len(state["messages"])
+
+    @each_kind
+    def test_fields_of_every_kind_round_trip(self, store: Store, kind: str) -> None:
+        record = store.collection(kind).record_cls(**fields(kind, 3, metadata=nested_metadata(),
+                                                            embedding=[0.5, -0.25]))
+        store.collection(kind).put([record])
+        read_back_everywhere(store, [record])

@@ -1,0 +1,150 @@
+"""Query filters against the oracle: random records, random expressions, same answer."""
+
+from __future__ import annotations
+
+from datetime import timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ...core.capabilities import Capability
+from ...core.collection import Where
+from ...core.errors import UnsupportedFilter, ValidationError
+from ...core.filters import Expr, F, to_dict
+from ...core.records import Record
+from ...core.store import Store
+from ..factories import BASE_TIME, batch, make
+from ..oracle import expected_ids, expected_order
+from ..requirements import requires, skip_if_declared
+from ..strategies import examples, filters, records
+from . import clear, each_kind
+
+
+def check_filter(store: Store, kind: str, written: list[Record], where: Expr) -> None:
+    """query, count, the dict form and delete all agree with `core.filters.matches`."""
+    collection = store.collection(kind)
+    wanted = expected_ids(kind, written, where)
+    got = [r.id for r in collection.all(where)]
+    assert got == expected_order(kind, written, where), f"query({where!r})"
+    assert set(got) == wanted
+    assert collection.count(where) == len(wanted), f"count({where!r})"
+    assert {r.id for r in collection.all(to_dict(where))} == wanted, f"dict form of {where!r}"
+    assert collection.delete(where=where) == len(wanted), f"delete({where!r})"
+    assert {r.id for r in collection.all()} == {r.id for r in written} - wanted
+
+
+class FilterClauses:
+    @each_kind
+    @examples(30)
+    @given(data=st.data())
+    def test_filters_agree_with_the_reference_semantics(self, store: Store, kind: str, data: st.DataObject) -> None:
+        caps = store.capabilities
+        written = data.draw(records(kind), label="records")
+        where = data.draw(filters(kind, ranges=Capability.FILTER_RANGE in caps,
+                                  metadata_keys=Capability.FILTER_METADATA in caps), label="where")
+        clear(store, kind)
+        store.collection(kind).put(written)
+        check_filter(store, kind, written, where)
+
+    @each_kind
+    def test_equality_and_membership(self, store: Store, kind: str) -> None:
+        written = batch(kind, 9)
+        store.collection(kind).put(written)
+        for where in (F.agent == "coder", F.agent != "coder", F.agent.in_(["coder", "critic"]),
+                      F.agent.not_in(["coder", "critic"]), F.agent.in_([]), F.agent.not_in([]),
+                      (F.agent == "coder") | (F.project_id == "beta"), ~(F.agent == "coder"),
+                      (F.agent == "coder") & ~(F.project_id == "alpha"), F.id == written[3].id):
+            check_filter(store, kind, written, where)
+            store.collection(kind).put(written)
+
+    @each_kind
+    def test_none_means_missing(self, store: Store, kind: str) -> None:
+        written = [make(kind, i, agent=None if i % 3 == 0 else "coder") for i in range(6)]
+        store.collection(kind).put(written)
+        for where in (F.agent == None, F.agent != None, F.agent.in_([None, "x"]),  # noqa: E711
+                      F.agent.not_in([None]), F.agent != "coder", F.agent.is_none()):
+            check_filter(store, kind, written, where)
+            store.collection(kind).put(written)
+
+    @each_kind
+    @requires(Capability.FILTER_RANGE)
+    def test_ranges_on_numbers_strings_and_datetimes(self, store: Store, kind: str) -> None:
+        written = batch(kind, 9)
+        store.collection(kind).put(written)
+        middle = BASE_TIME + timedelta(minutes=4)
+        for where in (F.created_at > middle, F.created_at >= middle, F.created_at < middle, F.created_at <= middle,
+                      F.created_at > middle.astimezone(timezone(timedelta(hours=-7))),
+                      F.agent >= "critic", F.agent < "d", F.id > written[4].id,
+                      (F.created_at >= middle) & (F.created_at < middle + timedelta(minutes=2))):
+            check_filter(store, kind, written, where)
+            store.collection(kind).put(written)
+
+    @requires(Capability.FILTER_RANGE)
+    def test_ranges_on_kind_specific_numbers(self, store: Store) -> None:
+        written = batch("heuristic", 12)
+        store.heuristics.put(written)
+        for where in (F.confidence >= 0.5, F.confidence < 0.3, F.confidence > 1, F.occurrence_count <= 3,
+                      F.occurrence_count > 2.5, (F.confidence >= 0.2) & (F.success_count < 3)):
+            check_filter(store, "heuristic", written, where)
+            store.heuristics.put(written)
+
+    @requires(Capability.FILTER_METADATA)
+    def test_metadata_keys_with_missing_keys_and_type_mismatches(self, store: Store) -> None:
+        values = [None, True, False, 0, 1, 1.0, "1", "true", [1], {"a": 1}, 2**63 - 1, -0.0, 0.5]
+        written = [make("outcome", i, metadata={"v": value}) for i, value in enumerate(values)]
+        written.append(make("outcome", 99, metadata={}))
+        store.outcomes.put(written)
+        m = F.metadata["v"]
+        cases = [m == 1, m == True, m == 0, m == "1", m != 1, m == None, m != None, m.in_([1, "true"]),  # noqa: E712, E711
+                 m.not_in([True, 0]), F.metadata["missing"].is_none(), F.metadata["missing"] != "x",
+                 m == 2**63 - 1, m == 0.0]
+        if Capability.FILTER_RANGE in store.capabilities:
+            cases += [m > 0, m >= 0, m < 1, m > "0", F.metadata["missing"] < 1]
+        for where in cases:
+            check_filter(store, "outcome", written, where)
+            store.outcomes.put(written)
+
+    def test_bool_fields_are_not_numbers(self, store: Store) -> None:
+        written = batch("outcome", 8)
+        store.outcomes.put(written)
+        check_filter(store, "outcome", written, F.success == True)  # noqa: E712
+        store.outcomes.put(written)
+        check_filter(store, "outcome", written, F.success != False)  # noqa: E712
+        with pytest.raises(ValidationError):
+            store.outcomes.count(F.success == 1)
+        with pytest.raises(ValidationError):
+            store.outcomes.count(F.duration_ms == True)  # noqa: E712
+
+    @each_kind
+    def test_range_filters_without_the_capability_raise_unsupported_filter(self, store: Store, kind: str) -> None:
+        skip_if_declared(store.capabilities, Capability.FILTER_RANGE)
+        store.collection(kind).put(batch(kind, 3))
+        for call in (lambda w: store.collection(kind).all(w), store.collection(kind).count,
+                     lambda w: store.collection(kind).delete(where=w)):
+            with pytest.raises(UnsupportedFilter):
+                call(F.created_at > BASE_TIME)
+        assert store.collection(kind).count() == 3
+
+    @each_kind
+    def test_metadata_filters_without_the_capability_raise_unsupported_filter(self, store: Store, kind: str) -> None:
+        skip_if_declared(store.capabilities, Capability.FILTER_METADATA)
+        store.collection(kind).put(batch(kind, 3))
+        for call in (lambda w: store.collection(kind).all(w), store.collection(kind).count,
+                     lambda w: store.collection(kind).delete(where=w)):
+            with pytest.raises(UnsupportedFilter):
+                call(F.metadata["parity"] == "even")
+        assert store.collection(kind).count() == 3
+
+    def test_invalid_filters_are_rejected_before_reaching_the_backend(self, store: Store) -> None:
+        store.heuristics.put(batch("heuristic", 3))
+        invalid: list[Where] = [
+            F.no_such_field == 1, F.confidence == "high", F.confidence < None,
+            F.created_at == BASE_TIME.replace(tzinfo=None), F.agent == "a\x00b",
+            F.confidence == float("nan"), F.embedding == 1, F.metadata == 1,
+            {"confidence": {"$gte": 0.5, "$like": "x"}}, {"$nor": []}, {"agent": {"$in": "coder"}},
+        ]
+        for where in invalid:
+            with pytest.raises(ValidationError):
+                store.heuristics.count(where)
+        assert store.heuristics.count() == 3

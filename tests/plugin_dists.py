@@ -1,0 +1,26 @@
+"""Build real (unzipped) distributions on sys.path so entry-point discovery is exercised for real."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+
+def install_fake_distribution(root: Path, dist: str, entry_points: dict[str, dict[str, str]],
+                              modules: dict[str, str]) -> None:
+    """Write `modules` and a `<dist>-1.0.dist-info` with `entry_points` under `root`, then put root on sys.path."""
+    for name, source in modules.items():
+        path = root / (name.replace(".", "/") + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+    info = root / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    lines = []
+    for group, items in entry_points.items():
+        lines.append(f"[{group}]")
+        lines.extend(f"{name} = {target}" for name, target in items.items())
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))

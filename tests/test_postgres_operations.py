@@ -1,0 +1,191 @@
+"""Postgres-specific behaviour beyond the suite: restarts, timeouts, secrets, plans, processes."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+from tests.postgres_server import PostgresTestServer, postgres_server
+
+import mnemostore
+from mnemostore.backends.postgres import PostgresBackend
+from mnemostore.core.errors import BackendError, ConfigError
+from mnemostore.core.filters import F
+from mnemostore.core.store import Store
+from mnemostore.testing.factories import make, vectors
+
+__all__ = ["postgres_server"]
+
+PASSWORD = "pw-Zq81-never-shown"
+
+
+def with_password(url: str) -> str:
+    return url.replace("postgresql://postgres@", f"postgresql://postgres:{PASSWORD}@", 1)
+
+
+@pytest.fixture
+def store(postgres_server: PostgresTestServer) -> Iterator[Store]:
+    with mnemostore.open(postgres_server.url()) as opened:
+        yield opened
+
+
+def conninfo(store: Store) -> str:
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    return backend.conninfo()
+
+
+def test_postgres_scheme_alias_opens_the_same_backend(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url().replace("postgresql://", "postgres://", 1)
+    with mnemostore.open(url) as store:
+        store.heuristics.add(condition="c", strategy="s")
+        assert store.backend.name == "postgres" and store.heuristics.count() == 1
+
+
+def test_next_call_succeeds_after_a_server_restart(postgres_server: PostgresTestServer, store: Store) -> None:
+    if not postgres_server.owned:
+        pytest.skip("the server comes from MNEMOSTORE_TEST_POSTGRES_URL and cannot be restarted here")
+    record = store.heuristics.add(make("heuristic", 1))
+    postgres_server.restart()
+    assert store.heuristics.get(record.id) == record
+    store.heuristics.reinforce(record.id)
+    assert store.heuristics[record.id].occurrence_count == record.occurrence_count + 1
+
+
+def test_statement_timeout_is_honoured(postgres_server: PostgresTestServer) -> None:
+    with mnemostore.open(postgres_server.url(statement_timeout="0.2")) as store:
+        store.outcomes.record("code", True)
+        table = f'"{store.backend.options.schema_name}".mnemo_outcome'  # type: ignore[attr-defined]
+        with psycopg.connect(conninfo(store)) as blocker:
+            blocker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            started = time.monotonic()
+            with pytest.raises(BackendError, match="statement_timeout"):
+                store.outcomes.count()
+            assert time.monotonic() - started < 5
+        assert store.outcomes.count() == 1  # the pool recovered the cancelled connection
+
+
+def test_password_never_appears_in_reprs_errors_or_logs(
+        postgres_server: PostgresTestServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    url = with_password(postgres_server.url())
+    seen: list[str] = []
+    with mnemostore.open(url) as store:
+        seen += [repr(store), str(store), repr(store.backend), str(store.backend.describe())]
+        schema = store.backend.options.schema_name  # type: ignore[attr-defined]
+        with psycopg.connect(conninfo(store)) as blocker, pytest.raises(BackendError) as timeout_error:
+            blocker.execute(f'LOCK TABLE "{schema}".mnemo_outcome IN ACCESS EXCLUSIVE MODE')
+            with mnemostore.open(url, schema=schema, statement_timeout=0.1) as quick:
+                quick.outcomes.count()
+        seen.append(str(timeout_error.value))
+    with pytest.raises(ConfigError) as bad_option:
+        mnemostore.open(url + "&pool_max_size=zero")
+    seen.append(str(bad_option.value))
+    unreachable = with_password("postgresql://postgres@/nowhere?host=/nonexistent-socket-dir&connect_timeout=1")
+    with pytest.raises(BackendError) as unreachable_error:
+        mnemostore.open(unreachable)
+    seen += [str(unreachable_error.value), repr(unreachable_error.value)]
+    seen += [record.getMessage() for record in caplog.records]
+    assert "***" in seen[0]
+    for text in seen:
+        assert PASSWORD not in text
+
+
+def test_hnsw_index_serves_plain_and_filtered_search(postgres_server: PostgresTestServer) -> None:
+    with mnemostore.open(postgres_server.url(index="hnsw")) as store:
+        matrix = vectors(3000, 32, seed=1)
+        store.embeddings.put([make("embedding", i, agent="needle" if i % 20 == 0 else "hay", embedding=matrix[i])
+                              for i in range(3000)])
+        with psycopg.connect(conninfo(store), autocommit=True) as conn:
+            conn.execute(f'ANALYZE "{store.backend.options.schema_name}".mnemo_embedding')  # type: ignore[attr-defined]
+        backend = store.backend
+        assert isinstance(backend, PostgresBackend)
+        for where in (None, F.agent == "needle"):
+            plan = backend.explain_search("embedding", None, matrix[7], 10, where)
+            assert "mnemo_embedding_hnsw" in plan, plan
+        hits = store.embeddings.search(matrix[20], k=10, where=F.agent == "needle")
+        assert len(hits) == 10 and hits[0].record.id == make("embedding", 20).id
+        assert all(hit.record.agent == "needle" for hit in hits)
+
+
+def test_existing_pool_is_borrowed_and_left_open(postgres_server: PostgresTestServer) -> None:
+    probe = mnemostore.open(postgres_server.url())
+    info = conninfo(probe)
+    probe.close()
+    with ConnectionPool(info, min_size=1, max_size=2, open=True) as pool:
+        with mnemostore.open(postgres_server.url(), pool=pool) as store:
+            store.checkpoints.save("run", {"step": 1})
+            assert store.checkpoints.latest("run").state == {"step": 1}  # type: ignore[union-attr]
+        assert not pool.closed
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_schema_name_is_quoted_never_interpolated(postgres_server: PostgresTestServer) -> None:
+    schema = 'odd"; DROP TABLE x; --'
+    with mnemostore.open(postgres_server.url(), schema=schema) as store:
+        store.anti_patterns.add(pattern="p")
+        assert store.anti_patterns.count() == 1
+        with psycopg.connect(conninfo(store)) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)).fetchone()
+        assert row is not None and row[0] == 6
+
+
+def _writer(url: str, worker: int, heuristic_id: str, barrier: Any) -> None:
+    with mnemostore.open(url) as store:
+        barrier.wait()
+        store.outcomes.put([make("outcome", worker * 1000 + i) for i in range(150)])
+        for _ in range(40):
+            store.heuristics.reinforce(heuristic_id)
+
+
+def test_processes_writing_through_separate_pools_lose_nothing(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    with mnemostore.open(url) as store:
+        heuristic = store.heuristics.add(make("heuristic", 1, occurrence_count=0, success_count=0))
+        context = multiprocessing.get_context("spawn")
+        barrier = context.Barrier(3)
+        workers = [context.Process(target=_writer, args=(url, w, heuristic.id, barrier)) for w in range(3)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(120)
+        assert [worker.exitcode for worker in workers] == [0, 0, 0]
+        assert store.outcomes.count() == 450
+        final = store.heuristics[heuristic.id]
+        assert final.occurrence_count == final.success_count == 120
+        assert final.confidence == 1.0
+
+
+def test_threads_sharing_one_store_increment_atomically(store: Store) -> None:
+    heuristic = store.heuristics.add(make("heuristic", 2, occurrence_count=0, success_count=0))
+
+    def bump() -> None:
+        for _ in range(50):
+            store.heuristics.update(heuristic.id, inc={"occurrence_count": 1})
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.heuristics[heuristic.id].occurrence_count == 200
+
+
+def test_batch_with_existing_ids_upserts_through_copy(store: Store) -> None:
+    matrix = vectors(400, 8, seed=2)
+    first = [make("embedding", i, embedding=matrix[i]) for i in range(200)]
+    store.embeddings.put(first)
+    second = [make("embedding", i, text=f"new {i}", embedding=matrix[i + 100]) for i in range(100, 300)]
+    store.embeddings.put(second)
+    assert store.embeddings.count() == 300
+    assert store.embeddings.get(second[0].id) == second[0]
+    assert np.array_equal(store.embeddings.get(first[0].id).embedding, matrix[0])  # type: ignore[union-attr]
