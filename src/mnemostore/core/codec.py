@@ -26,6 +26,15 @@ def _datetime_fields(cls: type[Record]) -> tuple[str, ...]:
     return found
 
 
+def parse_datetimes(cls: type[Record], data: dict[str, Any]) -> dict[str, Any]:
+    """Turn the RFC 3339 strings of a decoded document's datetime fields back into datetimes."""
+    for name in _datetime_fields(cls):
+        value = data.get(name)
+        if value is not None:
+            data[name] = datetime.fromisoformat(value)
+    return data
+
+
 def encode_document(record: Record) -> bytes:
     """Every field except `embedding`, as JSON (datetimes as RFC 3339 with their offset)."""
     data = dict(record.__dict__)
@@ -40,11 +49,7 @@ def encode_vector(record: Record) -> bytes | None:
 def decode(kind: str, document: bytes | str, vector: bytes | None = None) -> Record:
     """Rebuild a record written by `encode_document` (+ `encode_vector`)."""
     cls = record_type(kind)
-    data: dict[str, Any] = orjson.loads(document)
-    for name in _datetime_fields(cls):
-        value = data.get(name)
-        if value is not None:
-            data[name] = datetime.fromisoformat(value)
+    data = parse_datetimes(cls, orjson.loads(document))
     data["embedding"] = decode_vector(vector) if vector is not None else None
     return cls.model_construct(**data)
 

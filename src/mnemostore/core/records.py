@@ -12,7 +12,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
-import orjson
 from pydantic import (
     AfterValidator,
     AwareDatetime,

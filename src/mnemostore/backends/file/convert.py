@@ -11,25 +11,16 @@ The index never shares a mutable value with a caller: what goes in and out are c
 from __future__ import annotations
 
 import base64
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import orjson
 
+from ...core.codec import parse_datetimes
 from ...core.records import Record
 
 BASE64_KEY = "f32le_base64"
-_DATETIME_FIELDS: dict[type[Record], tuple[str, ...]] = {}
 _MUTABLE = (dict, list)
-
-
-def _datetime_fields(cls: type[Record]) -> tuple[str, ...]:
-    found = _DATETIME_FIELDS.get(cls)
-    if found is None:
-        found = tuple(name for name, kind in cls.filterable.items() if kind is datetime)
-        _DATETIME_FIELDS[cls] = found
-    return found
 
 
 def frozen_vector(value: Any) -> Any:
@@ -43,10 +34,7 @@ def _is_frozen(vector: Any) -> bool:
 
 def from_json(cls: type[Record], data: dict[str, Any]) -> Record:
     """Rebuild a record from its log object (trusted: written by `to_json`)."""
-    for name in _datetime_fields(cls):
-        value = data.get(name)
-        if value is not None:
-            data[name] = datetime.fromisoformat(value)
+    parse_datetimes(cls, data)
     vector = data.get("embedding")
     if type(vector) is dict:
         data["embedding"] = np.frombuffer(base64.b64decode(vector[BASE64_KEY]), dtype="<f4")

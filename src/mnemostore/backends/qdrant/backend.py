@@ -1,0 +1,330 @@
+"""The qdrant backends: Qdrant's local engine (`qdrant://`) and a Qdrant server (`qdrant+http(s)://`).
+
+Filters run inside Qdrant (see `filters.py`; what Qdrant cannot decide exactly is re-checked
+in Python over a superset). Ordering and cursor pages are computed client-side, after an
+exact filtered scroll: a query costs a scan of the tenant's matching records, whatever the
+limit. Vector search runs in Qdrant with the filter inside `query_points`, then the
+candidates are rescored exactly (`ranking.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel
+
+from ...core.capabilities import Capability
+from ...core.filters import Expr, matches
+from ...core.protocol import Backend, Hit, OrderKey, StoreParams
+from ...core.records import Record, record_type
+from ...core.url import StoreURL
+from ...core.vectors import Vector
+from ..memory import sort_records
+from . import payload as codec
+from .filters import Translation, translate
+from .handles import Handle, acquire, release
+from .ids import meta_point_id, point_id
+from .layout import VECTOR, Layout
+from .options import QdrantOptions, parse_location
+from .ranking import first_request, rank, settled
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient, models
+
+SCROLL_PAGE = 1000
+DELETE_CHUNK = 1000
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+"""A server rejects requests over 32 MB by default; upserts are cut well below that."""
+
+_COMMON = frozenset({
+    Capability.FILTER_RANGE, Capability.FILTER_METADATA, Capability.VECTOR_COSINE, Capability.VECTOR_DOT,
+    Capability.VECTOR_L2, Capability.VECTOR_FILTERED, Capability.LARGE_STATE,
+})
+
+
+class QdrantBackend(Backend):
+    """Qdrant's local engine, on disk (`qdrant:///path`) or in memory (`qdrant://memory[/NAME]`).
+
+    One process at a time may open a directory (Qdrant locks it); Stores opened on the same
+    location in one process share one client, whose lock makes updates atomic. Batches are
+    not atomic (the engine commits point by point). `qdrant://memory` stores do not declare
+    `persistent` (see `capabilities_for`).
+    """
+
+    name: ClassVar[str] = "qdrant"
+    schemes: ClassVar[tuple[str, ...]] = ("qdrant",)
+    capabilities: ClassVar[frozenset[Capability]] = _COMMON | {Capability.PERSISTENT, Capability.ATOMIC_UPDATE}
+    options_model: ClassVar[type[BaseModel]] = QdrantOptions
+    requires: ClassVar[tuple[str, ...]] = ("qdrant_client",)
+    extra: ClassVar[str | None] = "qdrant"
+
+    def __init__(self, url: StoreURL, options: BaseModel) -> None:
+        super().__init__(url, options)
+        assert isinstance(options, QdrantOptions)
+        self.qdrant_options = options
+        self.location = parse_location(url, options)
+        # an instance narrows its class's declaration to what its mode gives (Store reads the instance's)
+        setattr(self, "capabilities", self.capabilities_for(url))  # noqa: B010
+        self._handle: Handle | None = None
+        self._layout: Layout | None = None
+
+    @classmethod
+    def capabilities_for(cls, url: StoreURL) -> frozenset[Capability]:
+        """What a store at `url` declares: an in-memory store is not persistent."""
+        if url.scheme == "qdrant" and url.host == "memory":
+            return cls.capabilities - {Capability.PERSISTENT}
+        return cls.capabilities
+
+    # lifecycle -----------------------------------------------------------------
+    def open(self) -> None:
+        import qdrant_client  # noqa: F401  (a missing driver surfaces here, named by core)
+
+        handle = acquire(self.location, self.qdrant_options)
+        try:
+            layout = Layout(handle, self.qdrant_options.prefix)
+            layout.open()
+            self._handle, self._layout = handle, layout
+            stored = self.read_meta("params")
+            if stored:
+                layout.check(StoreParams(stored.get("dimension"), stored.get("metric", "cosine")))
+        except BaseException:
+            self._handle = self._layout = None
+            release(handle)
+            raise
+
+    def close(self) -> None:
+        handle, self._handle, self._layout = self._handle, None, None
+        if handle is not None:
+            release(handle)
+
+    @property
+    def _client(self) -> QdrantClient:
+        assert self._handle is not None, "the store is closed"
+        return self._handle.client
+
+    @property
+    def layout(self) -> Layout:
+        assert self._layout is not None, "the store is closed"
+        return self._layout
+
+    def _writing(self) -> Any:
+        assert self._handle is not None, "the store is closed"
+        return self._handle.lock
+
+    def _reading(self) -> Any:
+        """The local engine is plain Python, not thread-safe: reads take the lock too; a server needs none."""
+        return contextlib.nullcontext() if self.location.mode == "server" else self._writing()
+
+    def read_meta(self, key: str) -> Any:
+        with self._reading():
+            found = self._client.retrieve(self.layout.meta, [meta_point_id(key)], with_payload=True)
+        return codec.decode_meta(found[0].payload or {}) if found else None
+
+    def write_meta(self, key: str, value: Any) -> None:
+        from qdrant_client import models
+
+        point = models.PointStruct(id=meta_point_id(key), vector={}, payload=codec.encode_meta(key, value))
+        with self._writing():
+            self._client.upsert(self.layout.meta, [point])
+
+    # writing ---------------------------------------------------------------------
+    def put(self, kind: str, records: Sequence[Record]) -> None:
+        points = [self._point(record) for record in records]
+        with self._writing():
+            name = self.layout.ensure(kind, self.params)
+            assert self._handle is not None
+            present = self._handle.tenants.get(name)
+            if present is not None:  # before writing: the set may over-state, never under-state
+                present.update(codec.tenant_value(r.tenant_id) for r in records)
+            for chunk in self._chunks(points, records):
+                self._client.upsert(name, chunk)
+
+    def _point(self, record: Record) -> models.PointStruct:
+        from qdrant_client import models
+
+        vector: dict[str, Any] = {}
+        if record.embedding is not None:
+            # the local engine copies an array as it is (np.array); a server needs JSON-ready floats
+            vector[VECTOR] = record.embedding.tolist() if self.location.mode == "server" else record.embedding
+        # built from values core already validated: skip pydantic's per-float validation (~60 us a point)
+        return models.PointStruct.model_construct(id=point_id(record.tenant_id, record.id), vector=vector,
+                                                  payload=codec.encode(record))
+
+    def _chunks(self, points: list[models.PointStruct], records: Sequence[Record]) -> Iterator[list[Any]]:
+        """Upsert batches of at most `batch_size` points and about MAX_REQUEST_BYTES of payload."""
+        chunk: list[Any] = []
+        size = 0
+        for point in points:
+            assert point.payload is not None
+            weight = len(point.payload[codec.DOC]) + 8 * (len(point.payload.get(codec.VEC, "")) + 64)
+            if chunk and (len(chunk) >= self.qdrant_options.batch_size or size + weight > MAX_REQUEST_BYTES):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(point)
+            size += weight
+        if chunk:
+            yield chunk
+
+    def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
+               inc: Mapping[str, int | float]) -> Record | None:
+        with self._writing():
+            if not self.layout.exists(kind):
+                return None
+            found = self._client.retrieve(self.layout.name(kind), [point_id(tenant, id)],
+                                          with_payload=codec.WITH_VECTOR)
+            if not found:
+                return None
+            current = codec.decode(kind, found[0].payload or {})
+            data = {**current.__dict__, **set}
+            for field, amount in inc.items():
+                data[field] += amount
+            record = type(current).model_construct(**data)
+            name = self.layout.ensure(kind, self.params)
+            self._client.upsert(name, [self._point(record)])
+            return record
+
+    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        from qdrant_client import models
+
+        with self._writing():
+            doomed = [pid for pid, _ in self._scan(kind, tenant, where, payload=False)]
+            for start in range(0, len(doomed), DELETE_CHUNK):
+                selector = models.PointIdsList(points=doomed[start:start + DELETE_CHUNK])
+                self._client.delete(self.layout.name(kind), points_selector=selector)
+        return len(doomed)
+
+    # reading ---------------------------------------------------------------------
+    def _translate(self, kind: str, tenant: str | None, where: Expr | None) -> Translation:
+        return translate(where, tenant, record_type(kind).filterable, scoped=not self._sole_tenant(kind, tenant))
+
+    def _sole_tenant(self, kind: str, tenant: str | None) -> bool:
+        """Whether the kind's collection holds no other tenant's records, so the tenant condition can go.
+
+        Local engine only (its directory is locked to this process, so the set is complete):
+        its filters run in Python per point, and an unfiltered search is ~10x cheaper.
+        """
+        if self.location.mode == "server" or not self.layout.exists(kind):
+            return False
+        assert self._handle is not None
+        name = self.layout.name(kind)
+        present = self._handle.tenants.get(name)
+        if present is None:
+            present = set()
+            offset: Any = None
+            while True:
+                points, offset = self._client.scroll(name, limit=SCROLL_PAGE, offset=offset,
+                                                     with_payload=[codec.TENANT], with_vectors=False)
+                present.update(p.payload[codec.TENANT] for p in points if p.payload)
+                if offset is None:
+                    break
+            self._handle.tenants[name] = present
+        return present <= {codec.tenant_value(tenant)}
+
+    def _scan(self, kind: str, tenant: str | None, where: Expr | None, payload: bool = True,
+              vectors: bool = False) -> Iterator[tuple[Any, Record | None]]:
+        """(point id, record) of every record matching `where` exactly; the record is None
+        when `payload` is false and the filter is exact (nothing to re-check)."""
+        if not self.layout.exists(kind):
+            return
+        translation = self._translate(kind, tenant, where)
+        if translation.empty:
+            return
+        fetch: Any = (codec.WITH_VECTOR if vectors else codec.WITHOUT_VECTOR) if payload or not translation.exact \
+            else False
+        offset: Any = None
+        while True:
+            points, offset = self._client.scroll(
+                self.layout.name(kind), scroll_filter=translation.filter, limit=SCROLL_PAGE, offset=offset,
+                with_payload=fetch, with_vectors=False)
+            for point in points:
+                record = codec.decode(kind, point.payload) if fetch and point.payload else None
+                if translation.exact or matches(where, record):
+                    yield point.id, record
+            if offset is None:
+                return
+
+    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+              limit: int | None, vectors: bool = True) -> list[Record]:
+        with self._reading():
+            found = [record for _, record in self._scan(kind, tenant, where, vectors=vectors) if record is not None]
+        ordered = sort_records(found, order)
+        return ordered if limit is None else ordered[:limit]
+
+    def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
+        with self._reading():
+            if not self.layout.exists(kind):
+                return []
+            found = self._client.retrieve(self.layout.name(kind), [point_id(tenant, i) for i in ids],
+                                          with_payload=codec.WITH_VECTOR if vectors else codec.WITHOUT_VECTOR)
+        return [codec.decode(kind, p.payload) for p in found if p.payload]  # point ids fold in the tenant
+
+    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        with self._reading():
+            if not self.layout.exists(kind):
+                return 0
+            translation = self._translate(kind, tenant, where)
+            if translation.empty:
+                return 0
+            if translation.exact:
+                return self._client.count(self.layout.name(kind), count_filter=translation.filter, exact=True).count
+            return sum(1 for _ in self._scan(kind, tenant, where, payload=False))
+
+    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
+               vectors: bool = True) -> list[Hit]:
+        from qdrant_client import models
+
+        with self._reading():
+            if not self.layout.has_vector(kind):
+                return []
+            translation = self._translate(kind, tenant, where)
+            if translation.empty:
+                return []
+            query_filter = translation.filter
+            if not translation.exact:  # the exact matches, by id (point ids fold in the tenant)
+                ids = [pid for pid, _ in self._scan(kind, tenant, where, payload=False)]
+                if not ids:
+                    return []
+                query_filter = models.Filter(must=[models.HasIdCondition(has_id=ids)])
+            search_params = models.SearchParams(exact=True) if self.qdrant_options.exact else None
+            limit = first_request(k)
+            while True:
+                points = self._client.query_points(
+                    self.layout.name(kind), query=vector.tolist(), using=VECTOR, query_filter=query_filter,
+                    limit=limit, with_payload=codec.WITH_VECTOR, with_vectors=False,
+                    search_params=search_params).points
+                hits = rank([codec.decode(kind, p.payload or {}) for p in points], vector, k, self.params.metric)
+                if len(points) < limit or settled(hits, k, float(points[-1].score), self.params.metric):
+                    return hits
+                limit *= 4
+
+    def describe(self) -> dict[str, Any]:
+        import qdrant_client
+
+        where = self.location.path if self.location.mode == "disk" else (
+            self.url.masked if self.location.mode == "server" else f"memory {self.location.name or '(private)'}")
+        return {
+            "mode": self.location.mode,
+            "location": where,
+            "collection_prefix": self.qdrant_options.prefix,
+            "qdrant_client": getattr(qdrant_client, "__version__", "unknown"),
+            "ordering": "client-side, after an exact filtered scroll (a query scans its matches)",
+            "string_ranges": "checked in Python over a Qdrant-filtered superset",
+            "search": "exact brute force (local engine)" if self.location.mode != "server"
+            else ("exact full scan" if self.qdrant_options.exact else "HNSW index, rescored exactly"),
+        }
+
+
+class QdrantServerBackend(QdrantBackend):
+    """A Qdrant server (`qdrant+http://host:6333`, `qdrant+https://...`).
+
+    Several processes may write; each point upsert is atomic, but Qdrant has no transactions
+    nor increments, so `update` is atomic only among the Stores of one process.
+    """
+
+    name: ClassVar[str] = "qdrant-server"
+    schemes: ClassVar[tuple[str, ...]] = ("qdrant+http", "qdrant+https")
+    # large_state stays undeclared until a server run proves 5 MB payloads pass (gRPC limits).
+    capabilities: ClassVar[frozenset[Capability]] = (
+        _COMMON - {Capability.LARGE_STATE}) | {Capability.PERSISTENT, Capability.MULTI_PROCESS}

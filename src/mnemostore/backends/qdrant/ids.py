@@ -1,0 +1,33 @@
+"""Record ids as Qdrant point ids: a UUIDv5 of (tenant, id), so any string id works.
+
+Qdrant accepts only unsigned integers and UUIDs as point ids. Ids are unique per
+(kind, tenant) and each kind has its own collection, so the point id folds in the
+tenant; the original id travels in the payload. Neither part may contain NUL (core
+rejects it) and a tenant is never empty, so "" stands for the default tenant unambiguously.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+_NAMESPACE = uuid.UUID("6f0c5b1e-4d2a-5c7e-9a43-2b8f1d6e0a57").bytes
+
+
+def _uuid5(name: str) -> str:
+    """`str(uuid.uuid5(namespace, name))`, without building UUID objects (5x faster; a hot path of put)."""
+    digest = bytearray(hashlib.sha1(_NAMESPACE + name.encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def point_id(tenant: str | None, record_id: str) -> str:
+    """The deterministic point id of record `record_id` in `tenant` (None: the default tenant)."""
+    return _uuid5(f"{tenant or ''}\x00{record_id}")
+
+
+def meta_point_id(key: str) -> str:
+    """The point id of a store-level meta value."""
+    return _uuid5(f"meta\x00{key}")

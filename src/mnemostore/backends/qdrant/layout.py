@@ -1,0 +1,165 @@
+"""Collections: one per record kind (`<prefix><kind>`) plus `<prefix>meta`, created lazily.
+
+A kind's collection holds every record of the kind, of every tenant and (for embeddings)
+every namespace, as payload fields: Qdrant's own advice for multitenancy, and it keeps
+queries and searches across namespaces one call. The embedding is the named vector
+`embedding`, optional per point. The store's dimension is known only once the first
+embedding is written (or configured), so a collection created before that has no vector
+and gets one (`create_vector_name`) the first time the store's dimension is known.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ...core.errors import SchemaMismatch
+from ...core.protocol import StoreParams
+from ...core.records import KINDS, record_type
+from .handles import Handle
+from .payload import TENANT, field_key
+
+if TYPE_CHECKING:
+    from qdrant_client import models
+
+VECTOR = "embedding"
+_DISTANCES = {"cosine": "Cosine", "dot": "Dot", "l2": "Euclid"}
+
+
+def distance(metric: str) -> models.Distance:
+    from qdrant_client import models
+
+    return models.Distance(_DISTANCES[metric])
+
+
+class Layout:
+    """Names and lazily creates the collections of one store."""
+
+    def __init__(self, handle: Handle, prefix: str) -> None:
+        self.handle = handle
+        self.prefix = prefix
+        self.meta = prefix + "meta"
+        self.server = handle.location.mode == "server"
+
+    def name(self, kind: str) -> str:
+        return self.prefix + kind
+
+    def open(self) -> None:
+        """Create the meta collection if missing and learn which kind collections exist."""
+        client = self.handle.client
+        with self.handle.lock:
+            if not client.collection_exists(self.meta):
+                self._create(self.meta, None, None)
+            for kind in KINDS:
+                self._learn(self.name(kind))
+
+    def _learn(self, name: str) -> bool:
+        """Whether collection `name` exists, caching whether it has the embedding vector."""
+        if name in self.handle.collections:
+            return True
+        client = self.handle.client
+        if not client.collection_exists(name):
+            return False
+        vectors = client.get_collection(name).config.params.vectors
+        self.handle.collections[name] = isinstance(vectors, dict) and VECTOR in vectors
+        return True
+
+    def vector_params(self, kind: str) -> tuple[int, str] | None:
+        """(size, metric) of a kind's embedding vector, or None if it has none."""
+        name = self.name(kind)
+        if not self._learn(name) or not self.handle.collections[name]:
+            return None
+        vectors = self.handle.client.get_collection(name).config.params.vectors
+        assert isinstance(vectors, dict)
+        params = vectors[VECTOR]
+        metric = {v: k for k, v in _DISTANCES.items()}[params.distance.value]
+        return params.size, metric
+
+    def check(self, params: StoreParams) -> None:
+        """SchemaMismatch if an existing collection's vector disagrees with the store's parameters."""
+        for kind in KINDS:
+            found = self.vector_params(kind)
+            if found is None:
+                continue
+            size, metric = found
+            if (params.dimension is not None and size != params.dimension) or metric != params.metric:
+                raise SchemaMismatch(
+                    f"collection {self.name(kind)!r} holds {size}-dimensional {metric} vectors, but the store's "
+                    f"parameters are {params.dimension}-dimensional {params.metric}; it was changed outside "
+                    "mnemostore: recreate it or re-embed with a migration")
+
+    def exists(self, kind: str) -> bool:
+        return self._learn(self.name(kind))
+
+    def has_vector(self, kind: str) -> bool:
+        name = self.name(kind)
+        if self.server and self.handle.collections.get(name) is False:
+            self.handle.collections.pop(name)  # another process may have added it since
+        return self._learn(name) and self.handle.collections[name]
+
+    def ensure(self, kind: str, params: StoreParams) -> str:
+        """The kind's collection, created if missing, with the vector once the dimension is known."""
+        name = self.name(kind)
+        cached = self.handle.collections.get(name)
+        if cached or (cached is False and params.dimension is None):
+            return name
+        with self.handle.lock:
+            if not self._learn(name):
+                self._create(name, params, kind)
+            elif params.dimension is not None and not self.handle.collections[name]:
+                self._add_vector(name, params)
+        return name
+
+    def _vector_config(self, params: StoreParams) -> models.VectorParams:
+        from qdrant_client import models
+
+        assert params.dimension is not None
+        return models.VectorParams(size=params.dimension, distance=distance(params.metric))
+
+    def _create(self, name: str, params: StoreParams | None, kind: str | None) -> None:
+        vectors: dict[str, models.VectorParams] = {}
+        if params is not None and params.dimension is not None:
+            vectors[VECTOR] = self._vector_config(params)
+        try:
+            self.handle.client.create_collection(name, vectors_config=vectors)
+        except Exception:
+            if not self.handle.client.collection_exists(name):  # not another process's creation
+                raise
+        if kind is not None:
+            if self.server:
+                self._index(name, kind)
+            self.handle.collections.pop(name, None)
+            self._learn(name)
+            if params is not None and params.dimension is not None and not self.handle.collections[name]:
+                self._add_vector(name, params)
+
+    def _add_vector(self, name: str, params: StoreParams) -> None:
+        from qdrant_client import models
+
+        try:
+            self.handle.client.create_vector_name(
+                name, VECTOR, models.DenseVectorNameConfig(dense=self._vector_config(params)))
+        except Exception:
+            self.handle.collections.pop(name, None)
+            if not self.has_vector_uncached(name):  # another process may have added it first
+                raise
+        self.handle.collections[name] = True
+
+    def has_vector_uncached(self, name: str) -> bool:
+        vectors = self.handle.client.get_collection(name).config.params.vectors
+        return isinstance(vectors, dict) and VECTOR in vectors
+
+    def _index(self, name: str, kind: str) -> None:
+        """Payload indexes on the tenant and every filterable field (a server uses them; local mode has none)."""
+        from qdrant_client import models
+
+        client = self.handle.client
+        client.create_payload_index(
+            name, TENANT, field_schema=models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True))
+        schemas: dict[type, Any] = {
+            str: models.PayloadSchemaType.KEYWORD, bool: models.PayloadSchemaType.BOOL,
+            int: models.PayloadSchemaType.INTEGER, float: models.PayloadSchemaType.FLOAT,
+            datetime: models.PayloadSchemaType.INTEGER,
+        }
+        for field, field_type in record_type(kind).filterable.items():
+            client.create_payload_index(name, field_key(field), field_schema=schemas[field_type])
