@@ -1,4 +1,4 @@
-"""The `mnemostore` command line: `demo`, `backends` and `info`."""
+"""The `mnemostore` command line: `demo`, `backends`, `info` and `conformance`."""
 
 from .app import main
 

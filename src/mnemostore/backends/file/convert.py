@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ...core.codec import parse_datetimes
+from ...core.codec import parse_datetimes, trusted_record
 from ...core.records import Record
 
 BASE64_KEY = "f32le_base64"
@@ -40,7 +40,7 @@ def from_json(cls: type[Record], data: dict[str, Any]) -> Record:
         data["embedding"] = np.frombuffer(base64.b64decode(vector[BASE64_KEY]), dtype="<f4")
     elif vector is not None:
         data["embedding"] = frozen_vector(vector)
-    return cls.model_construct(**data)
+    return trusted_record(cls, data)
 
 
 def to_json(record: Record, vector_encoding: str = "list") -> dict[str, Any]:

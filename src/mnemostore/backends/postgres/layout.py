@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ...core.codec import instant_micros
+from ...core.codec import instant_micros, trusted_record
 from ...core.records import Record, record_type
 
 _EPOCH = datetime(1970, 1, 1)
@@ -136,7 +136,7 @@ class KindLayout:
                 dt_index += 1
             data[name] = value
         data["embedding"] = vector
-        return self.cls.model_construct(**data)
+        return trusted_record(self.cls, data)
 
 
 @cache

@@ -179,14 +179,14 @@ class SQLiteBackend(Backend):
             sql = (f"SELECT doc, {column} FROM {layout.table} "
                    "WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))")
             args = [tenant_key(tenant), orjson.dumps(list(ids)).decode()]
-        rows = self.db.read(lambda conn: conn.execute(sql, args).fetchall())
+        rows = self.db.read_one(lambda conn: conn.execute(sql, args).fetchall())
         return schema.decode_rows(kind, rows)
 
     def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
         layout = LAYOUTS[kind]
         condition, params = where_sql(layout, where)
         sql = f"SELECT count(*) FROM {layout.table} WHERE tenant = ? AND {condition}"
-        return int(self.db.read(lambda conn: conn.execute(sql, [tenant_key(tenant), *params]).fetchone()[0]))
+        return int(self.db.read_one(lambda conn: conn.execute(sql, [tenant_key(tenant), *params]).fetchone()[0]))
 
     def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
         layout = LAYOUTS[kind]

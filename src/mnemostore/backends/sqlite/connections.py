@@ -104,12 +104,18 @@ class Connections:
         """Run `work` on one consistent snapshot."""
         return self._transaction("BEGIN", work)
 
-    def _transaction(self, begin: str, work: Callable[[sqlite3.Connection], T]) -> T:
+    def read_one(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` that issues a single statement: it is its own snapshot, so no BEGIN/COMMIT."""
+        return self._transaction(None, work)
+
+    def _transaction(self, begin: str | None, work: Callable[[sqlite3.Connection], T]) -> T:
         deadline = time.monotonic() + self.busy_timeout
         delay = 0.001
         with self.connection() as conn:
             while True:
                 try:
+                    if begin is None:
+                        return work(conn)
                     conn.execute(begin)
                     try:
                         result = work(conn)

@@ -1,0 +1,143 @@
+"""How LangGraph's checkpoints and pending writes map onto mnemostore `Checkpoint` records.
+
+A LangGraph checkpoint is one record: run = thread, branch = namespace ("" is `main`,
+any other namespace `ns:<ns>`), parent = the parent checkpoint's record. Its pending
+writes are records of their own on the `langgraph:writes` branch of the same run, with
+`node_id` (and `parent_ids`) naming the checkpoint record they belong to. Values are
+stored as LangGraph's serializer wrote them, as base64 text in the JSON state.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from datetime import datetime
+from typing import Any
+
+import orjson
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import PendingWrite
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ...core.jsonvalues import check_text, find_json_problem
+from ...core.records import Checkpoint as Record
+from ...core.records import utcnow
+
+ROOT_BRANCH = "main"
+NS_BRANCH_PREFIX = "ns:"
+WRITES_BRANCH = "langgraph:writes"
+FORMAT = 1
+"""Version of the JSON layout inside `state`, so a later layout can still read this one."""
+
+
+def branch_for(checkpoint_ns: str) -> str:
+    """The branch a namespace's checkpoints live on; reversible by `namespace_of`."""
+    return ROOT_BRANCH if checkpoint_ns == "" else NS_BRANCH_PREFIX + checkpoint_ns
+
+
+def namespace_of(branch_id: str) -> str:
+    return "" if branch_id == ROOT_BRANCH else branch_id.removeprefix(NS_BRANCH_PREFIX)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256(orjson.dumps(parts)).hexdigest()[:32]
+
+
+def checkpoint_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """Deterministic, collision-free across threads, and ordered like `checkpoint_id` within a namespace."""
+    return f"lg.{_digest(thread_id, checkpoint_ns)}.{checkpoint_id}"
+
+
+def write_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
+    return f"lgw.{_digest(thread_id, checkpoint_ns, checkpoint_id, task_id, str(idx))}"
+
+
+def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+                             "checkpoint_id": checkpoint_id}}
+
+
+def encode(serde: SerializerProtocol, value: Any) -> list[str]:
+    kind, data = serde.dumps_typed(value)
+    return [kind, base64.b64encode(data).decode("ascii")]
+
+
+def decode(serde: SerializerProtocol, stored: list[str]) -> Any:
+    return serde.loads_typed((stored[0], base64.b64decode(stored[1])))
+
+
+def json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The top-level entries every backend can store and filter on; the exact copy is in `state`."""
+    return {key: value for key, value in metadata.items()
+            if type(key) is str and check_text(key) is None and find_json_problem(value, key) is None}
+
+
+def _created_at(ts: Any) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(ts)
+    except (TypeError, ValueError):
+        return utcnow()
+    return parsed if parsed.tzinfo is not None else utcnow()
+
+
+def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, parent_id: str | None,
+                      checkpoint: dict[str, Any], metadata: dict[str, Any]) -> Record:
+    """One LangGraph checkpoint as a mnemostore record (channel values only for versioned channels)."""
+    checkpoint_id = checkpoint["id"]
+    versions = checkpoint.get("channel_versions", {})
+    stored = {**checkpoint,
+              "channel_values": {k: v for k, v in checkpoint.get("channel_values", {}).items() if k in versions}}
+    step = metadata.get("step")
+    return Record(
+        id=checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id),
+        run_id=thread_id,
+        branch_id=branch_for(checkpoint_ns),
+        parent_ids=[checkpoint_record_id(thread_id, checkpoint_ns, parent_id)] if parent_id else [],
+        sequence=step + 1 if type(step) is int and -1 <= step < 2**62 else 0,
+        created_at=_created_at(checkpoint.get("ts")),
+        metadata=json_metadata(metadata),
+        state={"format": FORMAT, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+               "checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id,
+               "checkpoint": encode(serde, stored), "metadata": encode(serde, metadata)},
+    )
+
+
+def write_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
+                 task_id: str, task_path: str, idx: int, channel: str, value: Any) -> Record:
+    """One pending write, attached to its checkpoint's record by `node_id` and `parent_ids`."""
+    owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
+    return Record(
+        id=write_record_id(thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
+        run_id=thread_id,
+        branch_id=WRITES_BRANCH,
+        node_id=owner,
+        parent_ids=[owner],
+        state={"format": FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
+               "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel,
+               "value": encode(serde, value)},
+    )
+
+
+def write_sort_key(record: Record) -> tuple[str, str, int]:
+    """LangGraph's `writes_sort_key` order: (task_path, task_id, idx)."""
+    state = record.state
+    return (state["task_path"], state["task_id"], state["idx"])
+
+
+def pending_write(serde: SerializerProtocol, record: Record) -> PendingWrite:
+    state = record.state
+    return (state["task_id"], state["channel"], decode(serde, state["value"]))
+
+
+def moved(record: Record, thread_id: str) -> Record:
+    """A copy of a checkpoint or write record re-keyed for another thread (same checkpoint ids)."""
+    state = dict(record.state)
+    ns, checkpoint_id = state["checkpoint_ns"], state["checkpoint_id"]
+    owner = checkpoint_record_id(thread_id, ns, checkpoint_id)
+    if record.branch_id == WRITES_BRANCH:
+        rid = write_record_id(thread_id, ns, checkpoint_id, state["task_id"], state["idx"])
+        return record.model_copy(update={"id": rid, "run_id": thread_id, "node_id": owner, "parent_ids": [owner]})
+    state["thread_id"] = thread_id
+    parent = state["parent_checkpoint_id"]
+    parents = [checkpoint_record_id(thread_id, ns, parent)] if parent else []
+    return record.model_copy(update={"id": owner, "run_id": thread_id, "parent_ids": parents, "state": state})

@@ -1,0 +1,281 @@
+"""`MnemostoreSaver`: a LangGraph checkpointer storing its checkpoints in any mnemostore `Store`."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.base import Checkpoint as LGCheckpoint
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ...core.capabilities import Capability
+from ...core.errors import ValidationError
+from ...core.filters import Expr, F, all_of, bind
+from ...core.records import Checkpoint as Record
+from ...core.store import Store
+from . import mapping
+
+_CHUNK = 200
+"""Records per batch when a call touches many (writes lookup, copy, delete)."""
+
+
+class MnemostoreSaver(BaseCheckpointSaver[str]):
+    """LangGraph checkpoints, pending writes and metadata as mnemostore checkpoint records.
+
+    Works on every backend; filters go to the backend when it declares the capability
+    and are re-checked here. The async methods run the sync ones in a worker thread.
+    """
+
+    def __init__(self, store: Store, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.store = store
+
+    # reading --------------------------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        record: Record | None
+        if checkpoint_id:
+            record = self.store.checkpoints.get(mapping.checkpoint_record_id(thread_id, ns, checkpoint_id))
+        else:
+            record = self.store.checkpoints.first(
+                (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns)), order_by="-id")
+        if record is None:
+            return None
+        return next(iter(self._tuples([record])))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (by checkpoint id within a thread and namespace)."""
+        if limit is not None and limit <= 0:
+            return
+        conf = config["configurable"] if config else {}
+        thread_id: str | None = conf.get("thread_id")
+        ns: str | None = conf.get("checkpoint_ns")
+        checkpoint_id = conf.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        wanted = dict(filter or {})
+        where, exact = self._list_where(thread_id, ns, checkpoint_id, before_id, wanted)
+
+        def keep(record: Record) -> bool:
+            state = record.state
+            if checkpoint_id and state["checkpoint_id"] != checkpoint_id:
+                return False
+            if before_id and not state["checkpoint_id"] < before_id:
+                return False
+            if wanted:  # re-checked on the exact metadata: the pushed-down filter sees its JSON copy
+                metadata = mapping.decode(self.serde, state["metadata"])
+                return all(metadata.get(key) == value for key, value in wanted.items())
+            return True
+
+        batch = min(limit, _CHUNK) if limit is not None and exact else _CHUNK
+        matches = (r for r in self.store.checkpoints.iterate(where, order_by="-id", batch_size=batch) if keep(r))
+        remaining = limit
+        for chunk in _chunks(matches, batch):
+            for item in self._tuples(chunk):
+                yield item
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+
+    def _list_where(self, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
+                    before_id: str | None, wanted: dict[str, Any]) -> tuple[Expr | None, bool]:
+        """The filter to push down, and whether it selects exactly the wanted metadata (so pages can be small)."""
+        caps = self.store.capabilities
+        parts: list[Expr | None] = [
+            F.branch_id == mapping.branch_for(ns) if ns is not None else F.branch_id != mapping.WRITES_BRANCH]
+        if thread_id is not None:
+            parts.append(F.run_id == thread_id)
+            if ns is not None and checkpoint_id:
+                parts.append(F.id == mapping.checkpoint_record_id(thread_id, ns, checkpoint_id))
+            if ns is not None and before_id and Capability.FILTER_RANGE in caps:
+                parts.append(F.id < mapping.checkpoint_record_id(thread_id, ns, before_id))
+        exact = Capability.FILTER_METADATA in caps
+        for key, value in wanted.items():
+            if exact and _pushable(value):
+                try:
+                    parts.append(bind(F.metadata[key] == value, Record.filterable))
+                    continue
+                except (ValidationError, TypeError):
+                    pass
+            exact = False
+        return all_of(*parts), exact
+
+    def _tuples(self, records: Sequence[Record]) -> builtins.list[CheckpointTuple]:
+        """Checkpoint tuples for these records, with their pending writes fetched in one query."""
+        owners = [r.id for r in records]
+        writes: dict[str, builtins.list[Record]] = {owner: [] for owner in owners}
+        for write in self.store.checkpoints.all(
+                (F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(owners)):
+            writes[write.node_id].append(write)
+        tuples = []
+        for record in records:
+            state = record.state
+            thread_id, ns = state["thread_id"], state["checkpoint_ns"]
+            parent_id = state["parent_checkpoint_id"]
+            ordered = sorted(writes[record.id], key=mapping.write_sort_key)
+            tuples.append(CheckpointTuple(
+                config=mapping.config_for(thread_id, ns, state["checkpoint_id"]),
+                checkpoint=mapping.decode(self.serde, state["checkpoint"]),
+                metadata=mapping.decode(self.serde, state["metadata"]),
+                parent_config=mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
+                pending_writes=[mapping.pending_write(self.serde, w) for w in ordered],
+            ))
+        return tuples
+
+    # writing --------------------------------------------------------------------------
+    def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        record = mapping.checkpoint_record(
+            self.serde, thread_id, ns, conf.get("checkpoint_id"), dict(checkpoint),
+            dict(get_serializable_checkpoint_metadata(config, metadata)))
+        self.store.checkpoints.put([record])
+        return mapping.config_for(thread_id, ns, checkpoint["id"])
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        """Store a task's writes; a regular write already stored is kept, special ones are replaced."""
+        conf = config["configurable"]
+        thread_id, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+        records: dict[str, Record] = {}
+        regular: set[str] = set()
+        for position, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, position)
+            record = mapping.write_record(self.serde, thread_id, ns, checkpoint_id, task_id, task_path,
+                                          idx, channel, value)
+            records[record.id] = record
+            if idx >= 0:
+                regular.add(record.id)
+        if regular:
+            for existing in self.store.checkpoints.get_many(sorted(regular), vectors=False):
+                records.pop(existing.id, None)
+        if records:
+            self.store.checkpoints.put(records.values())
+
+    # deleting and copying -----------------------------------------------------------------
+    def delete_thread(self, thread_id: str) -> None:
+        self.store.checkpoints.delete(where=F.run_id == thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata names one of these LangGraph runs."""
+        runs = set(run_ids)
+        if not runs:
+            return
+        where: Expr = F.branch_id != mapping.WRITES_BRANCH
+        if Capability.FILTER_METADATA in self.store.capabilities:
+            where = where & F.metadata["run_id"].in_(sorted(runs))
+        doomed = [r.id for r in self.store.checkpoints.iterate(where, batch_size=_CHUNK, vectors=False)
+                  if r.metadata.get("run_id") in runs]
+        self._delete_checkpoints(doomed)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and pending write of a thread, keeping checkpoint ids and lineage."""
+        source = self.store.checkpoints.iterate(F.run_id == source_thread_id, batch_size=_CHUNK)
+        for chunk in _chunks(source, _CHUNK):
+            self.store.checkpoints.put([mapping.moved(record, target_thread_id) for record in chunk])
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`keep_latest` keeps the newest checkpoint of each namespace (with its writes); `delete` drops all."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValidationError.one("strategy", f"unknown prune strategy {strategy!r}; use keep_latest or delete")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+                continue
+            seen: set[str] = set()
+            doomed: builtins.list[str] = []
+            where = (F.run_id == thread_id) & (F.branch_id != mapping.WRITES_BRANCH)
+            for record in self.store.checkpoints.iterate(where, order_by="-id", batch_size=_CHUNK, vectors=False):
+                if record.branch_id in seen:
+                    doomed.append(record.id)
+                seen.add(record.branch_id)
+            self._delete_checkpoints(doomed)
+
+    def _delete_checkpoints(self, ids: Sequence[str]) -> None:
+        for start in range(0, len(ids), _CHUNK):
+            chunk = builtins.list(ids[start:start + _CHUNK])
+            self.store.checkpoints.delete(where=(F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(chunk))
+            self.store.checkpoints.delete(chunk)
+
+    # async twins: the sync methods in a worker thread ----------------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        items = await asyncio.to_thread(
+            lambda: builtins.list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in items:
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Zero-padded string versions (as LangGraph's own SQL savers use): they sort as they grow."""
+        current_v = 0 if current is None else int(str(current).split(".")[0])
+        return f"{current_v + 1:032}"
+
+    def __repr__(self) -> str:
+        return f"<MnemostoreSaver {self.store!r}>"
+
+
+def _pushable(value: Any) -> bool:
+    """Metadata values whose equality the store's filters decide as Python does (bool is not 1 there)."""
+    return type(value) in (str, int, float)
+
+
+def _chunks(items: Iterable[Record], size: int) -> Iterator[builtins.list[Record]]:
+    chunk: builtins.list[Record] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk

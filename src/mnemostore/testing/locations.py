@@ -1,0 +1,106 @@
+"""Fresh empty stores from one user-given URL: each conformance test gets its own.
+
+Rules, first match wins (documented in docs/writing-a-backend.md):
+
+1. `{test}` in the URL is replaced by a unique name (works for any backend);
+2. `memory://[NAME]` (and the URL of any subclass of the memory backend) and
+   `qdrant://memory[/NAME]` get a unique store name;
+3. a path URL of an embedded built-in (sqlite, file, qdrant, chroma) names a directory under
+   which each test gets a fresh sub-directory (without a path: under pytest's `tmp_path`);
+4. a backend whose options have a `prefix` or `table_prefix` gets a unique one added;
+5. otherwise the URL is refused with a message saying to use `{test}`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..backends.memory import MemoryBackend
+from ..core.capabilities import Capability
+from ..core.errors import ConfigError
+from ..core.protocol import Backend
+from ..core.registry import registry
+from ..core.url import StoreURL
+
+PLACEHOLDER = "{test}"
+
+PATH_BACKENDS: dict[str, str] = {"sqlite": "store.db", "file": "store", "qdrant": "store", "chroma": "store"}
+"""Embedded built-ins whose URL path is a location: the leaf each fresh sub-directory holds."""
+
+PREFIX_OPTIONS = ("prefix", "table_prefix")
+
+THROWAWAY_URLS: dict[str, str] = {"memory": "memory://", "sqlite": "sqlite://", "file": "file://",
+                                  "qdrant": "qdrant://", "chroma": "chroma://"}
+"""Embedded built-ins that can make a throwaway store under tmp_path (`--mnemostore-all-installed`)."""
+
+
+@dataclass(frozen=True)
+class FreshStore:
+    """A per-test URL and the directory to remove afterwards (None: nothing on disk of ours)."""
+
+    url: str
+    cleanup: Path | None = None
+
+
+def backend_for(url: str) -> type[Backend]:
+    """The installed backend class for `url` (placeholders allowed), or a MnemostoreError."""
+    return registry.for_scheme(StoreURL.parse(url.replace(PLACEHOLDER, "x")).scheme)
+
+
+def declared_capabilities(url: str) -> frozenset[Capability]:
+    """What the backend declares for this URL; a backend may narrow it per URL (`capabilities_for`)."""
+    cls = backend_for(url)
+    narrow = getattr(cls, "capabilities_for", None)
+    if callable(narrow):
+        return frozenset(narrow(StoreURL.parse(url)))
+    return cls.capabilities
+
+
+def fresh_store(url: str, tmp_path: Path, token: str | None = None) -> FreshStore:
+    """A URL for an empty store derived from `url` by the rules in this module's docstring."""
+    token = token or f"t{uuid.uuid4().hex[:12]}"
+    if PLACEHOLDER in url:
+        return FreshStore(url.replace(PLACEHOLDER, token))
+    cls = backend_for(url)
+    parsed = StoreURL.parse(url)
+    base, sep, query = url.partition("?")
+    if issubclass(cls, MemoryBackend):  # the reference backend and variants of it
+        name = (parsed.host or "") + parsed.path.strip("/")
+        return FreshStore(f"{parsed.scheme}://{name + '-' if name else ''}{token}{sep}{query}")
+    if cls.name == "qdrant" and parsed.host == "memory":
+        name = parsed.path.strip("/")
+        return FreshStore(f"{parsed.scheme}://memory/{name + '-' if name else ''}{token}{sep}{query}")
+    if cls.name in PATH_BACKENDS and parsed.host is None:
+        leaf = PATH_BACKENDS[cls.name]
+        location = parsed.path[1:] if cls.name == "sqlite" else parsed.path  # sqlite:///relative.db
+        if location.strip("/"):
+            return FreshStore(f"{base.rstrip('/')}/{token}/{leaf}{sep}{query}", cleanup=Path(location) / token)
+        slashes = "///" if cls.name == "sqlite" else "//"
+        return FreshStore(f"{parsed.scheme}:{slashes}{tmp_path / token / leaf}{sep}{query}")
+    fields = cls.options_model.model_fields
+    for option in PREFIX_OPTIONS:
+        field = next((f for name, f in fields.items() if (f.alias or name) == option), None)
+        if field is not None:
+            start = parsed.query.get(option) or ""
+            rest = "&".join(item for item in query.split("&") if item and item.split("=", 1)[0] != option)
+            return FreshStore(f"{base}?{option}={start}{token}_{'&' + rest if rest else ''}")
+    raise ConfigError(
+        f"cannot make a fresh empty store per test from {parsed.masked}: the {cls.name} backend has no "
+        f"location, name or prefix the suite knows how to vary; put {PLACEHOLDER} in the URL where a "
+        f"unique name goes, e.g. {parsed.scheme}://host/db_{PLACEHOLDER}")
+
+
+@contextmanager
+def fresh_store_url(url: str, tmp_path: Path) -> Iterator[str]:
+    """Yield a fresh store's URL; remove the sub-directory made for it under a user-given location."""
+    store = fresh_store(url, tmp_path)
+    try:
+        yield store.url
+    finally:
+        if store.cleanup is not None:
+            shutil.rmtree(store.cleanup, ignore_errors=True)

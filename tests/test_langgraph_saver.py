@@ -1,0 +1,192 @@
+"""`MnemostoreSaver` under LangGraph's own checkpointer conformance suite, and a real graph resumed in a new process."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncGenerator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from tests.postgres_server import PostgresTestServer, postgres_server
+
+import mnemostore
+
+pytest.importorskip("langgraph.graph", reason="needs the langgraph extra")
+conformance = pytest.importorskip("langgraph.checkpoint.conformance", reason="needs langgraph-checkpoint-conformance")
+
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES  # noqa: E402
+
+from mnemostore.integrations.langgraph import MnemostoreSaver  # noqa: E402
+
+__all__ = ["postgres_server"]
+
+BACKENDS = ["memory", "sqlite", "file", "postgres"]
+
+
+@pytest.fixture(params=BACKENDS)
+def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+    """A factory of URLs of fresh, empty stores on one backend."""
+    if request.param == "postgres":
+        server: PostgresTestServer = request.getfixturevalue("postgres_server")
+        return server.url
+    counter = iter(range(1_000_000))
+    urls: dict[str, Callable[[], str]] = {
+        "memory": lambda: f"memory://{uuid.uuid4().hex}",
+        "sqlite": lambda: f"sqlite:///{tmp_path / f'store{next(counter)}.db'}",
+        "file": lambda: f"file://{tmp_path / f'store{next(counter)}'}",
+    }
+    return urls[request.param]
+
+
+@pytest.mark.parametrize("capability", sorted(c.value for c in ALL_CAPABILITIES))
+def test_conformance(new_url: Callable[[], str], capability: str) -> None:
+    @conformance.checkpointer_test(name="MnemostoreSaver")
+    async def saver() -> AsyncGenerator[MnemostoreSaver, None]:
+        store = mnemostore.open(new_url())
+        try:
+            yield MnemostoreSaver(store)
+        finally:
+            store.close()
+
+    report = asyncio.run(conformance.validate(saver, capabilities={capability}))
+    result = report.results[capability]
+    assert result.detected, f"{capability} is not implemented"
+    assert result.passed, "\n".join(result.failures)
+    assert result.tests_passed > 0
+
+
+def test_import_mnemostore_stays_free_of_langgraph() -> None:
+    code = ("import sys, mnemostore; mnemostore.open('memory://').checkpoints.save('r', {'a': 1}); "
+            "print(sorted(m for m in sys.modules if m.startswith(('langgraph', 'langchain'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def test_records_follow_the_mapping(tmp_path: Path) -> None:
+    """Thread -> run, namespace -> branch, parent config -> parent_ids; writes hang off their checkpoint."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        saver = MnemostoreSaver(store)
+        first = saver.put({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}},
+                          empty_checkpoint(), {"source": "input", "step": -1}, {})
+        second_cp = empty_checkpoint()
+        second = saver.put(first, second_cp, {"source": "loop", "step": 0}, {})
+        saver.put({"configurable": {"thread_id": "t1", "checkpoint_ns": "main"}},
+                  empty_checkpoint(), {"source": "loop", "step": 0}, {})
+        saver.put_writes(second, [("ch", {"when": datetime(2024, 1, 2, tzinfo=UTC), "raw": b"\x00\xff"})], "task-1")
+
+        root = store.checkpoints.history("t1", branch="main")
+        assert [c.sequence for c in root] == [0, 1]
+        assert root[1].parent_ids == [root[0].id]
+        assert root[1].metadata == {"source": "loop", "step": 0}
+        assert [c.branch_id for c in store.checkpoints.history("t1", branch="ns:main")] == ["ns:main"]
+        [write] = store.checkpoints.all({"branch_id": "langgraph:writes"})
+        assert write.run_id == "t1" and write.node_id == root[1].id
+
+        found = saver.get_tuple({"configurable": {"thread_id": "t1"}})
+        assert found is not None and found.checkpoint["id"] == second_cp["id"]
+        assert found.pending_writes == [("task-1", "ch", {"when": datetime(2024, 1, 2, tzinfo=UTC),
+                                                          "raw": b"\x00\xff"})]
+        everything = list(saver.list(None))
+        assert len(everything) == 3  # pending writes never show up as checkpoints
+        assert {t.config["configurable"]["checkpoint_ns"] for t in everything} == {"", "main"}
+        saver.delete_thread("t1")
+        assert store.checkpoints.count() == 0
+
+
+# A real graph: plan -> review (interrupts for approval) -> finish, resumed in another process.
+
+class State(TypedDict):
+    steps: Annotated[list[str], operator.add]
+    started: datetime
+    blob: bytes
+    approved: bool
+
+
+def build_graph(store: mnemostore.Store) -> Any:
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    def plan(state: State) -> dict[str, Any]:
+        return {"steps": ["plan"], "started": datetime(2025, 5, 6, 7, 8, tzinfo=UTC), "blob": b"\x00\x01\xfe"}
+
+    def review(state: State) -> dict[str, Any]:
+        answer = interrupt({"question": "approve the plan?", "steps": state["steps"]})
+        return {"steps": ["review"], "approved": answer == "yes"}
+
+    def finish(state: State) -> dict[str, Any]:
+        return {"steps": ["finish"]}
+
+    graph = StateGraph(State)
+    graph.add_node("plan", plan)
+    graph.add_node("review", review)
+    graph.add_node("finish", finish)
+    graph.add_edge(START, "plan")
+    graph.add_edge("plan", "review")
+    graph.add_edge("review", "finish")
+    graph.add_edge("finish", END)
+    return graph.compile(checkpointer=MnemostoreSaver(store))
+
+
+def _child(command: str, url: str, thread_id: str) -> None:
+    """Run in a subprocess: `start` runs until the interrupt, `resume` answers it and finishes."""
+    from langgraph.types import Command
+
+    config = {"configurable": {"thread_id": thread_id}}
+    with mnemostore.open(url) as store:
+        graph = build_graph(store)
+        if command == "start":
+            graph.invoke({"steps": []}, config)
+            snapshot = graph.get_state(config)
+            assert snapshot.next == ("review",), snapshot.next
+            print(snapshot.interrupts[0].value["question"])
+        else:
+            result = graph.invoke(Command(resume="yes"), config)
+            assert result["steps"] == ["plan", "review", "finish"], result
+            assert result["approved"] is True
+            assert result["started"] == datetime(2025, 5, 6, 7, 8, tzinfo=UTC)
+            assert result["blob"] == b"\x00\x01\xfe"
+            print("finished")
+
+
+def _run_child(command: str, url: str, thread_id: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "tests.test_langgraph_saver", command, url, thread_id],
+                         capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_graph_interrupt_and_resume_in_a_new_process(backend: str, tmp_path: Path,
+                                                     request: pytest.FixtureRequest) -> None:
+    if backend == "postgres":
+        url = request.getfixturevalue("postgres_server").url()
+    else:
+        url = f"sqlite:///{tmp_path / 'graph.db'}"
+    thread_id = f"thread-{uuid.uuid4().hex[:8]}"
+
+    assert _run_child("start", url, thread_id) == "approve the plan?"
+    with mnemostore.open(url) as store:
+        saver = MnemostoreSaver(store)
+        paused = saver.get_tuple({"configurable": {"thread_id": thread_id}})
+        assert paused is not None
+        assert any(channel == "__interrupt__" for _, channel, _ in paused.pending_writes or [])
+    assert _run_child("resume", url, thread_id) == "finished"
+
+    with mnemostore.open(url) as store:
+        history = list(MnemostoreSaver(store).list({"configurable": {"thread_id": thread_id}}))
+        ids = [t.checkpoint["id"] for t in history]
+        assert ids == sorted(ids, reverse=True)
+        assert history[0].metadata["step"] == max(t.metadata["step"] for t in history)
+        assert all(c.run_id == thread_id for c in store.checkpoints.history(thread_id, branch="main"))
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:4])
