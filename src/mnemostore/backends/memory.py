@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from ..core import codec
 from ..core.capabilities import Capability
 from ..core.filters import Expr, matches
-from ..core.protocol import Backend, Hit, OrderKey
+from ..core.protocol import Backend, Hit, OrderKey, apply_update
 from ..core.records import Record
 from ..core.vectors import Vector
 from ..core.vectorsearch import scores, top_k
@@ -121,11 +121,7 @@ class MemoryBackend(Backend):
             row = rows.get((tenant, id))
             if row is None:
                 return None
-            current = codec.decode(kind, *row)
-            data = {**current.__dict__, **set}
-            for name, amount in inc.items():
-                data[name] += amount
-            record = type(current).model_construct(**data)
+            record = apply_update(codec.decode(kind, *row), set, inc)
             rows[(tenant, id)] = (codec.encode_document(record), codec.encode_vector(record))
             return record
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .capabilities import Capability
 from .errors import UnsupportedCapability
-from .filters import Expr, F, all_of
+from .filters import Expr, F
 from .records import Record
 
 if TYPE_CHECKING:
@@ -167,8 +167,18 @@ class Backend(ABC):
         return {}
 
 
-def with_ids(ids: Sequence[str], where: Expr | None = None) -> Expr:
-    """The filter for "these ids, and `where`"."""
-    found = all_of(F.id.in_(tuple(ids)), where)
-    assert found is not None
-    return found
+def apply_update(record: Record, set: Mapping[str, Any], inc: Mapping[str, int | float]) -> Record:
+    """`record` with `set` applied and `inc` added: the read-modify-write step of `Backend.update`.
+
+    The arguments were validated by core; a counter pushed past 64 bits is a ValidationError.
+    """
+    from .codec import trusted_record
+    from .errors import ValidationError
+    from .jsonvalues import INT64_MAX
+
+    data = {**record.__dict__, **set}
+    for name, amount in inc.items():
+        data[name] += amount
+        if data[name] > INT64_MAX:
+            raise ValidationError.one(f"inc.{name}", "the counter would exceed a 64-bit integer")
+    return trusted_record(type(record), data)

@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 
 import orjson
 
+from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, MnemostoreError, SchemaMismatch
 from ...core.filters import And, Cmp, Expr, matches
-from ...core.protocol import Backend, Hit, OrderKey
+from ...core.protocol import Backend, Hit, OrderKey, apply_update
 from ...core.records import Record, record_type
 from ...core.vectors import Vector
 from ...core.vectorsearch import scores, top_k
@@ -238,18 +239,10 @@ class ChromaBackend(Backend):
 
     def _chunks(self, rows: list[_Row]) -> Iterator[list[_Row]]:
         """Rows in requests of at most Chroma's batch size and `max_request_bytes` of documents."""
-        limit = self.options.max_request_bytes
-        chunk: list[_Row] = []
-        size = 0
-        for row in rows:
-            length = len(row[2]) if row[2].isascii() else len(row[2].encode("utf-8"))
-            if chunk and (len(chunk) >= self._max_batch or size + length > limit):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(row)
-            size += length
-        if chunk:
-            yield chunk
+        def size(row: _Row) -> int:
+            return len(row[2]) if row[2].isascii() else len(row[2].encode("utf-8"))
+
+        return chunks(rows, self._max_batch, self.options.max_request_bytes, size)
 
     def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
         with self._lock, self._errors(f"deleting {kind} records"):
@@ -270,11 +263,7 @@ class ChromaBackend(Backend):
             found = self._records(kind, pair, [(id, True), (id, False)], True) if pair is not None else []
             if not found or pair is None:
                 return None
-            current = found[0]
-            data = {**current.__dict__, **set}
-            for name, amount in inc.items():
-                data[name] += amount
-            record = type(current).model_construct(**data)
+            record = apply_update(found[0], set, inc)
             self._write(pair, [record])
             return record
 

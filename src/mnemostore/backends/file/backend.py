@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, ConfigError, SchemaMismatch, StoreClosed
 from ...core.filters import Expr, matches
-from ...core.protocol import Backend, Hit, OrderKey
+from ...core.protocol import Backend, Hit, OrderKey, apply_update
 from ...core.records import KINDS, Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
@@ -291,10 +291,7 @@ class FileBackend(Backend):
             row = state.index.rows(tenant).get(id)
             if row is None:
                 return None
-            data = {**row.record.__dict__, **set}
-            for name, amount in inc.items():
-                data[name] += amount
-            record = detached(type(row.record).model_construct(**data))
+            record = detached(apply_update(row.record, set, inc))
             self._append_put(state, [record])
             return detached(record)
 

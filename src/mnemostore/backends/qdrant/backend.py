@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
+from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.filters import Expr, matches
-from ...core.protocol import Backend, Hit, OrderKey, StoreParams
+from ...core.protocol import Backend, Hit, OrderKey, StoreParams, apply_update
 from ...core.records import Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
@@ -154,18 +155,10 @@ class QdrantBackend(Backend):
 
     def _chunks(self, points: list[models.PointStruct], records: Sequence[Record]) -> Iterator[list[Any]]:
         """Upsert batches of at most `batch_size` points and about MAX_REQUEST_BYTES of payload."""
-        chunk: list[Any] = []
-        size = 0
-        for point in points:
-            assert point.payload is not None
-            weight = len(point.payload[codec.DOC]) + 8 * (len(point.payload.get(codec.VEC, "")) + 64)
-            if chunk and (len(chunk) >= self.qdrant_options.batch_size or size + weight > MAX_REQUEST_BYTES):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(point)
-            size += weight
-        if chunk:
-            yield chunk
+        def size(point: Any) -> int:
+            return len(point.payload[codec.DOC]) + 8 * (len(point.payload.get(codec.VEC, "")) + 64)
+
+        return chunks(points, self.qdrant_options.batch_size, MAX_REQUEST_BYTES, size)
 
     def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                inc: Mapping[str, int | float]) -> Record | None:
@@ -176,11 +169,7 @@ class QdrantBackend(Backend):
                                           with_payload=codec.WITH_VECTOR)
             if not found:
                 return None
-            current = codec.decode(kind, found[0].payload or {})
-            data = {**current.__dict__, **set}
-            for field, amount in inc.items():
-                data[field] += amount
-            record = type(current).model_construct(**data)
+            record = apply_update(codec.decode(kind, found[0].payload or {}), set, inc)
             name = self.layout.ensure(kind, self.params)
             self._client.upsert(name, [self._point(record)])
             return record

@@ -12,11 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...core import codec
 from ...core.capabilities import Capability
-from ...core.errors import ConfigError, StoreClosed, ValidationError
+from ...core.errors import ConfigError, StoreClosed
 from ...core.filters import Expr
-from ...core.jsonvalues import INT64_MAX
-from ...core.protocol import Backend, Hit, OrderKey
-from ...core.records import Record, record_type
+from ...core.protocol import Backend, Hit, OrderKey, apply_update
+from ...core.records import Record
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...core.vectorsearch import prepare_query
@@ -204,7 +203,6 @@ class SQLiteBackend(Backend):
     def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                inc: Mapping[str, int | float]) -> Record | None:
         layout = LAYOUTS[kind]
-        cls = record_type(kind)
         encode = self._encoders[kind]
         select = f"SELECT seq, doc, vec FROM {layout.table} WHERE tenant = ? AND id = ?"
         rewrite = layout.rewrite_sql()
@@ -214,12 +212,7 @@ class SQLiteBackend(Backend):
             if row is None:
                 return None
             seq, doc, vec = row
-            data = {**codec.decode(kind, doc, vec).__dict__, **set}
-            for name, amount in inc.items():
-                data[name] += amount
-                if data[name] > INT64_MAX:
-                    raise ValidationError.one(f"inc.{name}", "the counter would exceed a 64-bit integer")
-            record = cls.model_construct(**data)
+            record = apply_update(codec.decode(kind, doc, vec), set, inc)
             conn.execute(rewrite, (*encode(record)[1:], seq))
             if "embedding" in set:
                 _bump_epoch(conn, kind)
