@@ -19,8 +19,9 @@ an environment where mnemostore is installed, and must cost nothing there.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
 
 SUITE_VERSION = "1.0"
 """The version of the clause set; `docs/conformance-changelog.md` lists what each version added."""
@@ -41,10 +42,4 @@ if TYPE_CHECKING:
     from .validate import validate
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mnemostore.testing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
