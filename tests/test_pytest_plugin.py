@@ -23,7 +23,8 @@ def test_without_the_flag_the_plugin_adds_no_test_and_imports_nothing(pytester: 
 
         def test_only_this():
             loaded = sorted(m for m in sys.modules if m.startswith("mnemostore"))
-            assert loaded == ["mnemostore", "mnemostore._lazy", "mnemostore.testing", "mnemostore.testing.pytest_plugin"], loaded
+            expected = ["mnemostore", "mnemostore._lazy", "mnemostore.testing", "mnemostore.testing.pytest_plugin"]
+            assert loaded == expected, loaded
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
