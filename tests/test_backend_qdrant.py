@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from mnemostore.backends.qdrant import QdrantBackend
-from mnemostore.core.capabilities import Capability
 from mnemostore.core.url import StoreURL
 from mnemostore.testing import ConformanceSuite
 
@@ -28,11 +26,6 @@ class TestQdrantInMemory(ConformanceSuite):
     @pytest.fixture
     def store_url(self) -> str:
         return f"qdrant://memory/{uuid.uuid4().hex}"
-
-    @pytest.fixture
-    def declared(self, store_url: str) -> frozenset[Capability]:
-        """An in-memory store declares less than its class (it is not persistent)."""
-        return QdrantBackend.capabilities_for(StoreURL.parse(store_url))
 
 
 class TestQdrantOnDisk(ConformanceSuite):

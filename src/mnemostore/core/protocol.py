@@ -85,6 +85,12 @@ class Backend(ABC):
         self.options = options
         self.params = StoreParams()
 
+    @classmethod
+    def capabilities_for(cls, url: StoreURL) -> frozenset[Capability]:
+        """What a store at `url` declares: the class's set, narrowed where a mode gives less
+        (an in-memory mode is not persistent). The Store and the suite both use this."""
+        return cls.capabilities
+
     # lifecycle -----------------------------------------------------------------
     @abstractmethod
     def open(self) -> None:

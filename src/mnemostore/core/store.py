@@ -39,6 +39,7 @@ class Store:
     def __init__(self, backend: Backend, *, tenant: str | None = None, dimension: int | None = None,
                  metric: str | None = None) -> None:
         self.backend = backend
+        self._capabilities = backend.capabilities_for(backend.url)
         self.tenant = tenant
         self._closed = False
         self._lock = threading.Lock()
@@ -76,7 +77,8 @@ class Store:
     # facts ----------------------------------------------------------------------
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return self.backend.capabilities
+        """What this store promises: its backend's declaration for this URL."""
+        return self._capabilities
 
     @property
     def params(self) -> StoreParams:
@@ -87,7 +89,7 @@ class Store:
         return self._collections[kind]
 
     def require(self, capability: Capability, what: str) -> None:
-        if capability not in self.backend.capabilities:
+        if capability not in self._capabilities:
             raise UnsupportedCapability(
                 f"{what} needs the {capability.value!r} capability, which the "
                 f"{self.backend.name} backend does not declare"
@@ -118,7 +120,7 @@ class Store:
     # helpers for collections --------------------------------------------------------
     def _bind(self, cls: type[Record], where: Where) -> Expr | None:
         bound = bind_where(cls, where)
-        caps = self.backend.capabilities
+        caps = self._capabilities
         for cmp in walk(bound):
             if cmp.field[0] == "metadata" and Capability.FILTER_METADATA not in caps:
                 raise UnsupportedFilter(f"the {self.backend.name} backend cannot filter on metadata keys")

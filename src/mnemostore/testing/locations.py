@@ -54,11 +54,7 @@ def backend_for(url: str) -> type[Backend]:
 
 def declared_capabilities(url: str) -> frozenset[Capability]:
     """What the backend declares for this URL; a backend may narrow it per URL (`capabilities_for`)."""
-    cls = backend_for(url)
-    narrow = getattr(cls, "capabilities_for", None)
-    if callable(narrow):
-        return frozenset(narrow(StoreURL.parse(url)))
-    return cls.capabilities
+    return backend_for(url).capabilities_for(StoreURL.parse(url.replace(PLACEHOLDER, "x")))
 
 
 def fresh_store(url: str, tmp_path: Path, token: str | None = None) -> FreshStore:

@@ -61,7 +61,8 @@ class ConformanceSuite(
     @pytest.fixture
     def declared(self, store_url: str) -> frozenset[Capability]:
         """The capabilities the backend under test declares (read without opening a store)."""
-        return registry.for_scheme(StoreURL.parse(store_url).scheme).capabilities
+        url = StoreURL.parse(store_url)
+        return registry.for_scheme(url.scheme).capabilities_for(url)
 
     @pytest.fixture(autouse=True)
     def _capability_gate(self, declared: frozenset[Capability], store_url: str, request: pytest.FixtureRequest) -> None:

@@ -66,8 +66,6 @@ class QdrantBackend(Backend):
         assert isinstance(options, QdrantOptions)
         self.qdrant_options = options
         self.location = parse_location(url, options)
-        # an instance narrows its class's declaration to what its mode gives (Store reads the instance's)
-        setattr(self, "capabilities", self.capabilities_for(url))  # noqa: B010
         self._handle: Handle | None = None
         self._layout: Layout | None = None
 
