@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from .capabilities import Capability
-from .errors import UnsupportedCapability
+from .codec import trusted_record
+from .errors import UnsupportedCapability, ValidationError
 from .filters import Expr, F
+from .jsonvalues import INT64_MAX
 from .records import Record
 
 if TYPE_CHECKING:
@@ -178,10 +180,6 @@ def apply_update(record: Record, set: Mapping[str, Any], inc: Mapping[str, int |
 
     The arguments were validated by core; a counter pushed past 64 bits is a ValidationError.
     """
-    from .codec import trusted_record
-    from .errors import ValidationError
-    from .jsonvalues import INT64_MAX
-
     data = {**record.__dict__, **set}
     for name, amount in inc.items():
         data[name] += amount
