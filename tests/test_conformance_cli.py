@@ -66,9 +66,9 @@ def test_the_whole_suite_passes_on_the_reference_backend(
     assert rows["persistent"][:3] == ["no", "0", "0"] and int(rows["persistent"][3]) > 0  # skipped, not failed
     assert rows["vector.l2"][0] == "yes" and int(rows["vector.l2"][1]) > 0 and rows["vector.l2"][2] == "0"
     assert "checks its absence" in out.split("Skipped:", 1)[1]  # skip reasons are shown
-    # No v1 clause requires `transactions` yet (the fault clauses of suite 1.1 will): the report says so.
-    assert ("conformance level: partial (undeclared: persistent, multi_process, crash_safe; "
-            "declared but untested: transactions)") in out
+    # Suite 1.1's fault clause tests `transactions`: only the undeclared capabilities keep it partial.
+    assert "conformance level: partial (undeclared: persistent, multi_process, crash_safe)" in out
+    assert int(rows["transactions"][1]) > 0 and rows["transactions"][2] == "0"
     assert not list(tmp_path.glob(".hypothesis"))  # nothing left in the working directory but what was asked
 
     report = json.loads((tmp_path / "report.json").read_text())

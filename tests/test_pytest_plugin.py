@@ -10,6 +10,7 @@ import pytest
 import mnemostore.testing.collection
 import mnemostore.testing.suite  # kept imported across pytester's in-process runs
 from mnemostore.core.errors import ConfigError
+from mnemostore.testing import SUITE_VERSION
 from mnemostore.testing.locations import fresh_store
 
 pytest_plugins = ["pytester"]
@@ -42,7 +43,7 @@ def test_the_flag_runs_the_suite_next_to_the_projects_own_tests(pytester: pytest
                                 "-k", f"test_own or ({ONE_CLAUSE})")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
-        "mnemostore conformance suite 1.0: memory://",
+        f"mnemostore conformance suite {SUITE_VERSION}: memory://",
         "*test_own PASSED*",
         "mnemostore-conformance::Conformance(memory://)::test_put_then_get_returns_equal_record[[]heuristic[]] PASSED*",
     ])
@@ -69,7 +70,7 @@ def test_command_line_urls_replace_the_ini_ones(pytester: pytest.Pytester) -> No
     pytester.makeini("[pytest]\nmnemostore_urls = sqlite://\n")
     result = pytester.runpytest("-p", "no:cacheprovider", "--mnemostore-url", "memory://", "-k", ONE_CLAUSE)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["mnemostore conformance suite 1.0: memory://"])
+    result.stdout.fnmatch_lines([f"mnemostore conformance suite {SUITE_VERSION}: memory://"])
 
 
 def test_all_installed_runs_every_embedded_backend(pytester: pytest.Pytester) -> None:
@@ -77,7 +78,7 @@ def test_all_installed_runs_every_embedded_backend(pytester: pytest.Pytester) ->
     urls = mnemostore.testing.collection.installed_throwaway_urls()
     assert {"memory://", "sqlite://", "file://"} <= set(urls)
     result.assert_outcomes(passed=len(urls))
-    result.stdout.fnmatch_lines([f"mnemostore conformance suite 1.0: {', '.join(urls)}"])
+    result.stdout.fnmatch_lines([f"mnemostore conformance suite {SUITE_VERSION}: {', '.join(urls)}"])
 
 
 def test_a_url_of_no_installed_backend_is_a_collection_error(pytester: pytest.Pytester) -> None:

@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "open": "mnemostore.core.store",
+    "copy": "mnemostore.migrations.copying",
     "Store": "mnemostore.core.store",
     "Collection": "mnemostore.core.collection",
     "Page": "mnemostore.core.collection",
@@ -45,6 +46,11 @@ _EXPORTS: dict[str, str] = {
     "StoreClosed": "mnemostore.core.errors",
     "SchemaMismatch": "mnemostore.core.errors",
     "BackendError": "mnemostore.core.errors",
+    "MigrationError": "mnemostore.core.errors",
+    "PendingMigrations": "mnemostore.core.errors",
+    "StoreTooNew": "mnemostore.core.errors",
+    "ChecksumMismatch": "mnemostore.core.errors",
+    "LockHeld": "mnemostore.core.errors",
 }
 
 __all__ = [*sorted(_EXPORTS), "__version__"]
@@ -57,27 +63,42 @@ def __dir__() -> list[str]:
     return __all__
 
 
-if TYPE_CHECKING:
-    from .core.capabilities import Capability
-    from .core.collection import Collection, Page
-    from .core.errors import (
-        BackendError,
-        BackendNotInstalled,
-        ConfigError,
-        DuplicateBackend,
-        MnemostoreError,
-        NotFound,
-        PluginLoadError,
-        SchemaMismatch,
-        StoreClosed,
-        UnknownBackend,
-        UnsupportedCapability,
-        UnsupportedFilter,
-        ValidationError,
-    )
-    from .core.filters import F
-    from .core.hookspecs import hookimpl
-    from .core.protocol import Backend, Hit, OrderKey, StoreParams
-    from .core.records import KINDS, AntiPattern, Checkpoint, Embedding, Heuristic, Outcome, Record
-    from .core.registry import registry
-    from .core.store import Store, open
+if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --strict)
+    from .core.capabilities import Capability as Capability
+    from .core.collection import Collection as Collection
+    from .core.collection import Page as Page
+    from .core.errors import BackendError as BackendError
+    from .core.errors import BackendNotInstalled as BackendNotInstalled
+    from .core.errors import ChecksumMismatch as ChecksumMismatch
+    from .core.errors import ConfigError as ConfigError
+    from .core.errors import DuplicateBackend as DuplicateBackend
+    from .core.errors import LockHeld as LockHeld
+    from .core.errors import MigrationError as MigrationError
+    from .core.errors import MnemostoreError as MnemostoreError
+    from .core.errors import NotFound as NotFound
+    from .core.errors import PendingMigrations as PendingMigrations
+    from .core.errors import PluginLoadError as PluginLoadError
+    from .core.errors import SchemaMismatch as SchemaMismatch
+    from .core.errors import StoreClosed as StoreClosed
+    from .core.errors import StoreTooNew as StoreTooNew
+    from .core.errors import UnknownBackend as UnknownBackend
+    from .core.errors import UnsupportedCapability as UnsupportedCapability
+    from .core.errors import UnsupportedFilter as UnsupportedFilter
+    from .core.errors import ValidationError as ValidationError
+    from .core.filters import F as F
+    from .core.hookspecs import hookimpl as hookimpl
+    from .core.protocol import Backend as Backend
+    from .core.protocol import Hit as Hit
+    from .core.protocol import OrderKey as OrderKey
+    from .core.protocol import StoreParams as StoreParams
+    from .core.records import KINDS as KINDS
+    from .core.records import AntiPattern as AntiPattern
+    from .core.records import Checkpoint as Checkpoint
+    from .core.records import Embedding as Embedding
+    from .core.records import Heuristic as Heuristic
+    from .core.records import Outcome as Outcome
+    from .core.records import Record as Record
+    from .core.registry import registry as registry
+    from .core.store import Store as Store
+    from .core.store import open as open
+    from .migrations.copying import copy as copy

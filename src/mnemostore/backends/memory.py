@@ -17,6 +17,7 @@ from ..core.protocol import Backend, Hit, OrderKey, apply_update
 from ..core.records import Record
 from ..core.vectors import Vector
 from ..core.vectorsearch import scores, top_k
+from ..migrations.locking import MigrationLock, ProcessLock
 
 _Rows = dict[tuple[str | None, str], tuple[bytes, bytes | None]]
 
@@ -26,6 +27,7 @@ class _Data:
         self.lock = threading.RLock()
         self.kinds: dict[str, _Rows] = {}
         self.meta: dict[str, Any] = {}
+        self.migration_lock = ProcessLock()
 
 
 _SHARED: dict[str, _Data] = {}
@@ -77,6 +79,13 @@ class MemoryBackend(Backend):
 
     def write_meta(self, key: str, value: Any) -> None:
         self._data.meta[key] = value
+
+    def migration_lock(self) -> MigrationLock:
+        return self._data.migration_lock
+
+    def tenants(self, kind: str) -> list[str | None]:
+        with self._data.lock:
+            return list({tenant for tenant, _ in self._rows(kind)})
 
     def _rows(self, kind: str) -> _Rows:
         return self._data.kinds.setdefault(kind, {})

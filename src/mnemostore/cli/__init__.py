@@ -1,4 +1,4 @@
-"""The `mnemostore` command line: `demo`, `backends`, `info` and `conformance`."""
+"""The `mnemostore` command line: `demo`, `backends`, `info`, `conformance`, `migrate`, `copy`, `export`, `import`."""
 
 from .app import main
 

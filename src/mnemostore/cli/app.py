@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import backends_cmd, conformance_cmd, demo_cmd, info_cmd
+from . import backends_cmd, conformance_cmd, demo_cmd, info_cmd, migrate_cmd, transfer_cmd
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mnemostore {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (demo_cmd, backends_cmd, info_cmd, conformance_cmd):
+    for module in (demo_cmd, backends_cmd, info_cmd, conformance_cmd, migrate_cmd, transfer_cmd):
         module.add_parser(commands)
     return parser
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .errors import NotFound, ValidationError
 from .filters import Expr, F, all_of, bind, from_dict
+from .jsonvalues import check_text
 from .protocol import Hit, OrderKey
 from .query import after, decode_cursor, encode_cursor, parse_order
 from .records import Record, utcnow
@@ -76,6 +77,7 @@ class Collection(Generic[R]):
     def update(self, id: str, set: Mapping[str, Any] | None = None,
                inc: Mapping[str, int | float] | None = None) -> R:
         """Atomically set fields and increment counters of one record; NotFound if absent."""
+        _check_ids([id], "id")
         changes = self._store._check_update(self.record_cls, set or {}, inc or {})
         updated = self._store._backend_call(
             "update", self.kind, self._store.tenant, id, changes, dict(inc or {}))
@@ -92,6 +94,8 @@ class Collection(Generic[R]):
             raise ValidationError.one("delete", "give ids or where= (where={} deletes every record)")
         if isinstance(ids, str):
             ids = [ids]
+        if ids is not None:
+            _check_ids(ids, "ids")
         expr = all_of(F.id.in_(ids) if ids is not None else None, self._bind(where))
         return int(self._store._backend_call("delete", self.kind, self._store.tenant, expr))
 
@@ -110,6 +114,7 @@ class Collection(Generic[R]):
         """Records with these ids, in the order asked, missing ones left out."""
         if isinstance(ids, str):
             ids = [ids]
+        _check_ids(ids, "ids")
         if not ids:
             return []
         found = self._store._backend_call("get", self.kind, self._store.tenant, list(dict.fromkeys(ids)), vectors)
@@ -189,6 +194,19 @@ class AntiPatterns(Collection[Any]):
     def seen(self, id: str) -> Any:
         """Count one more sighting of an anti-pattern (atomically) and stamp `last_seen`."""
         return self.update(id, set={"last_seen": utcnow()}, inc={"occurrence_count": 1})
+
+
+def _check_ids(ids: Any, field: str) -> None:
+    """Ids are strings: anything else is rejected here, before a backend maps it to a key."""
+    if not isinstance(ids, Sequence | set | frozenset) or isinstance(ids, bytes):
+        raise ValidationError.one(field, f"must be a list of string ids, not {type(ids).__name__}")
+    for i, value in enumerate(ids):
+        name = f"{field}[{i}]" if field == "ids" else field
+        if type(value) is not str:
+            raise ValidationError.one(name, f"an id is a string, not {type(value).__name__}")
+        problem = check_text(value)
+        if problem is not None:
+            raise ValidationError.one(name, problem)
 
 
 def bind_where(record_cls: type[Record], where: Where) -> Expr | None:

@@ -2,7 +2,7 @@
 
 Config files: `mnemostore.toml` (top-level keys) or `[tool.mnemostore]` in
 `pyproject.toml`, looked up in the current directory. Keys: `url`, `tenant`,
-`dimension`, `metric`, and an `options` table passed to the backend.
+`dimension`, `metric`, `embedding_model`, `migrate`, and an `options` table passed to the backend.
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ class StoreConfig(BaseModel):
     tenant: str | None = Field(default=None, min_length=1)
     dimension: int | None = Field(default=None, ge=1, le=65_536)
     metric: Literal["cosine", "dot", "l2"] | None = None
+    embedding_model: str | None = Field(default=None, min_length=1, max_length=200)
+    """The name of the model that made the store's embeddings; checked like the dimension."""
+    migrate: Literal["auto", "refuse"] | None = None
+    """Pending migrations on open: apply them, or refuse and name the command. Default: the
+    backend's choice (auto for embedded stores, refuse for shared servers)."""
     options: dict[str, Any] = Field(default_factory=dict)
     source: str = "argument"
     """Where the URL came from: argument, environment, a config file path, or default."""

@@ -73,3 +73,24 @@ class SchemaMismatch(MnemostoreError):
 
 class BackendError(MnemostoreError):
     """The engine failed in a way mnemostore could not prevent; the driver error is chained."""
+
+
+class MigrationError(MnemostoreError):
+    """A migration could not be planned or applied; the message names the migration and the fix."""
+
+
+class PendingMigrations(MigrationError):
+    """The store needs migrations that opening it was not allowed to apply."""
+
+
+class StoreTooNew(MigrationError):
+    """The store's layout was written by a newer mnemostore than this one."""
+
+
+class ChecksumMismatch(MigrationError):
+    """An applied migration's content changed since it ran; `migrate accept` records the new one."""
+
+
+class LockHeld(MigrationError):
+    """Another runner holds the store's migration lock; the message names the holder."""
+

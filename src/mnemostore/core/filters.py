@@ -151,6 +151,8 @@ def from_dict(spec: Mapping[str, Any]) -> Expr:
         raise ValidationError.one("where", f"a filter must be a mapping, not {type(spec).__name__}")
     items: list[Expr] = []
     for key, value in spec.items():
+        if not isinstance(key, str):
+            raise ValidationError.one("where", f"filter keys are field names (strings), not {key!r}")
         if key in ("$and", "$or"):
             if not isinstance(value, list):
                 raise ValidationError.one("where", f"{key} takes a list of filters")
@@ -162,7 +164,7 @@ def from_dict(spec: Mapping[str, Any]) -> Expr:
             raise ValidationError.one("where", f"unknown operator {key!r} at the top level")
         else:
             path = ("metadata", key[9:]) if key.startswith("metadata.") else (key,)
-            if isinstance(value, Mapping) and value and all(k.startswith("$") for k in value):
+            if isinstance(value, Mapping) and value and all(isinstance(k, str) and k.startswith("$") for k in value):
                 for op_name, operand in value.items():
                     if op_name not in _DICT_OPS:
                         known = ", ".join(_DICT_OPS)

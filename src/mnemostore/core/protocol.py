@@ -23,6 +23,8 @@ from .jsonvalues import INT64_MAX
 from .records import Record
 
 if TYPE_CHECKING:
+    from ..migrations.locking import MigrationLock
+    from ..migrations.model import LayoutMigration
     from .url import StoreURL
     from .vectors import Vector
 
@@ -54,6 +56,14 @@ class StoreParams:
 
     dimension: int | None = None
     metric: Metric = "cosine"
+    embedding_model: str | None = None
+
+    @classmethod
+    def from_meta(cls, value: Any) -> StoreParams:
+        """The parameters as persisted under the meta key "params" (defaults if absent)."""
+        if not isinstance(value, dict):
+            return cls()
+        return cls(value.get("dimension"), value.get("metric", "cosine"), value.get("embedding_model"))
 
 
 class NoOptions(BaseModel):
@@ -79,6 +89,11 @@ class Backend(ABC):
     """Importable driver modules; checked before open so a missing one names `extra`."""
     extra: ClassVar[str | None] = None
     """The pip extra that installs `requires` (`pip install "mnemostore[<extra>]"`)."""
+    layout_migrations: ClassVar[tuple[LayoutMigration, ...]] = ()
+    """This backend's layout history, oldest first; a fresh store gets all of it on open."""
+    auto_migrate: ClassVar[bool] = True
+    """Whether opening a store applies pending migrations by default (embedded stores) or
+    refuses and names the command to run (shared servers)."""
 
     params: StoreParams
 
@@ -169,6 +184,43 @@ class Backend(ABC):
         Uses `self.params.metric`. The filter must be applied inside the search.
         """
         raise UnsupportedCapability(f"the {self.name} backend does not support vector search")
+
+    def tenants(self, kind: str) -> list[str | None]:
+        """Every tenant holding records of `kind` (None is the default tenant), for record
+        migrations and copies, which must reach every tenant."""
+        raise UnsupportedCapability(f"the {self.name} backend cannot list its tenants")
+
+    # migrations --------------------------------------------------------------------
+    def migration_lock(self) -> MigrationLock:
+        """The lock that keeps two runners from migrating this store at once. The default is a
+        lock record with holder and expiry in the store's metadata; override with the engine's
+        own lock (a lock file, an advisory lock) where there is one."""
+        from ..migrations.locking import MetaLock
+
+        return MetaLock(self)
+
+    def legacy_layout(self) -> str | None:
+        """For a store written before it had a ledger: the id of the last layout migration its
+        layout already has (it is adopted as applied). None for a fresh store."""
+        return None
+
+    def layout_sql(self, migration: LayoutMigration, direction: Literal["up", "down"] = "up") -> list[str]:
+        """A layout step's SQL as it runs on this store (for `plan --sql`); override when the
+        steps are templates filled in per store (schema, table prefix)."""
+        return migration.sql(direction)
+
+    def run_layout(self, migration: LayoutMigration, direction: Literal["up", "down"],
+                   ledger: Mapping[str, Any]) -> None:
+        """Run one layout step and persist `ledger` (the meta key "ledger"), in one transaction
+        where the engine allows. The default runs a function step, then writes the ledger; SQL
+        backends override it to run statements and the ledger write in one transaction."""
+        from ..migrations.ledger import LEDGER_KEY
+
+        step = migration.step(direction)
+        if not callable(step):
+            raise UnsupportedCapability(f"the {self.name} backend cannot run SQL layout steps ({migration.id})")
+        step(self)
+        self.write_meta(LEDGER_KEY, dict(ledger))
 
     def describe(self) -> dict[str, Any]:
         """Backend facts for `mnemostore info` (paths, server versions); no secrets."""

@@ -181,6 +181,12 @@ class Registry:
                 entry.load()
         return sorted(self._discover().values(), key=lambda e: e.name)
 
+    def plugin_migrations(self) -> list[Any]:
+        """Migrations contributed by plugins through the `mnemostore_add_migrations` hook."""
+        self._load_plugins()
+        return [migration for result in self.plugin_manager.hook.mnemostore_add_migrations()
+                for migration in result or ()]
+
     @property
     def plugin_errors(self) -> list[PluginLoadError]:
         return list(self._plugin_errors)

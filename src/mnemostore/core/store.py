@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -29,6 +29,9 @@ from .registry import ensure_driver, registry
 from .url import StoreURL
 from .vectors import as_vector
 
+if TYPE_CHECKING:
+    from ..migrations.model import Migration
+
 PARAMS_KEY = "params"
 _FIXED_FIELDS = frozenset({"id", "tenant_id", "created_at", "kind"})
 
@@ -37,7 +40,7 @@ class Store:
     """One store: typed collections over a backend, scoped to one tenant."""
 
     def __init__(self, backend: Backend, *, tenant: str | None = None, dimension: int | None = None,
-                 metric: str | None = None) -> None:
+                 metric: str | None = None, embedding_model: str | None = None) -> None:
         self.backend = backend
         self._capabilities = backend.capabilities_for(backend.url)
         self.tenant = tenant
@@ -52,7 +55,7 @@ class Store:
             c.kind: c for c in (self.outcomes, self.heuristics, self.anti_patterns,
                                 self.checkpoints, self.embeddings)
         }
-        self._settle_params(dimension, metric)
+        self._settle_params(dimension, metric, embedding_model)
 
     # lifecycle ------------------------------------------------------------------
     def close(self) -> None:
@@ -195,10 +198,15 @@ class Store:
             raise StoreClosed(f"{self!r} is closed")
         return getattr(self.backend, method)(*args)
 
-    def _settle_params(self, dimension: int | None, metric: str | None) -> None:
+    def _settle_params(self, dimension: int | None, metric: str | None, model: str | None = None) -> None:
         """Check configured parameters against the store's, then persist what is new."""
         stored = self.backend.read_meta(PARAMS_KEY) or {}
         stored_dim, stored_metric = stored.get("dimension"), stored.get("metric")
+        stored_model = stored.get("embedding_model")
+        if model is not None and stored_model is not None and model != stored_model:
+            raise SchemaMismatch(
+                f"this store's embeddings were made by {stored_model!r} but {model!r} was configured; "
+                "open it with the stored model or re-embed it with a migration")
         if dimension is not None and stored_dim is not None and dimension != stored_dim:
             raise SchemaMismatch(
                 f"this store holds {stored_dim}-dimensional embeddings but {dimension} was configured; "
@@ -209,8 +217,11 @@ class Store:
         chosen = stored_metric or metric or "cosine"
         if chosen not in VECTOR_METRICS:
             raise ConfigError(f"unknown metric {chosen!r}; use cosine, dot or l2")
-        params = StoreParams(dimension=stored_dim or dimension, metric=chosen)  # type: ignore[arg-type]
-        wanted = {"dimension": params.dimension, "metric": params.metric}
+        params = StoreParams(dimension=stored_dim or dimension, metric=chosen,  # type: ignore[arg-type]
+                             embedding_model=stored_model or model)
+        wanted: dict[str, Any] = {"dimension": params.dimension, "metric": params.metric}
+        if params.embedding_model is not None:
+            wanted["embedding_model"] = params.embedding_model
         if wanted != stored:
             self.backend.write_meta(PARAMS_KEY, wanted)
         self.backend.params = params
@@ -228,26 +239,44 @@ def _validate_field(cls: type[Record], name: str, value: Any) -> Any:
 
 
 def open(url: str | None = None, *, tenant: str | None = None, dimension: int | None = None,
-         metric: str | None = None, **options: Any) -> Store:
+         metric: str | None = None, embedding_model: str | None = None, migrate: str | None = None,
+         migrations: Sequence[Migration] = (), **options: Any) -> Store:
     """Open a store by URL, `MNEMOSTORE_URL`, config file, or the embedded default.
 
     Backend options may be given as keyword arguments or in the URL's query string;
-    each backend validates them with its own model.
+    each backend validates them with its own model. `migrations` adds the application's
+    record migrations to those of the backend and plugins; `migrate` says whether pending
+    ones are applied on open ("auto") or refused ("refuse").
     """
     settings: dict[str, Any] = {"options": options}
-    for key, value in (("tenant", tenant), ("dimension", dimension), ("metric", metric)):
+    for key, value in (("tenant", tenant), ("dimension", dimension), ("metric", metric),
+                       ("embedding_model", embedding_model), ("migrate", migrate)):
         if value is not None:
             settings[key] = value
     config = resolve(url, **settings)
-    return open_config(config)
+    return open_config(config, migrations)
 
 
-def open_config(config: StoreConfig) -> Store:
-    parsed = StoreURL.parse(config.url)
+def open_config(config: StoreConfig, migrations: Sequence[Migration] = ()) -> Store:
+    """A Store for `config`: the backend opened, migrated (or refused), and wrapped."""
+    from ..migrations.runner import migrate_on_open
+
+    backend = open_backend(config.url, config.options)
+    try:
+        migrate_on_open(backend, migrations, None if config.migrate is None else config.migrate == "auto")
+        return Store(backend, tenant=config.tenant, dimension=config.dimension, metric=config.metric,
+                     embedding_model=config.embedding_model)
+    except BaseException:
+        backend.close()
+        raise
+
+
+def open_backend(url: str, options: Mapping[str, Any] | None = None) -> Backend:
+    """The backend for `url`, opened but not migrated: for the migration runner and tools."""
+    parsed = StoreURL.parse(url)
     cls = registry.for_scheme(parsed.scheme)
     ensure_driver(cls)
-    options = _backend_options(cls, parsed, config.options)
-    backend = cls(parsed, options)
+    backend = cls(parsed, _backend_options(cls, parsed, options or {}))
     try:
         backend.open()
     except ImportError as exc:
@@ -255,11 +284,12 @@ def open_config(config: StoreConfig) -> Store:
             f"the {cls.name} backend could not import its driver ({exc.name}); "
             + (f'install it with: pip install "mnemostore[{cls.extra}]"' if cls.extra else "")
         ) from exc
-    try:
-        return Store(backend, tenant=config.tenant, dimension=config.dimension, metric=config.metric)
+    try:  # migrations run before a Store settles the parameters: give them the stored ones
+        backend.params = StoreParams.from_meta(backend.read_meta(PARAMS_KEY))
     except BaseException:
         backend.close()
         raise
+    return backend
 
 
 def _backend_options(cls: type[Backend], url: StoreURL, options: Mapping[str, Any]) -> BaseModel:

@@ -28,15 +28,17 @@ def as_vector(value: Any, field: str = "embedding", dimension: int | None = None
         if isinstance(value, (str, bytes, dict)):
             raise ValidationError.one(field, f"must be a sequence of numbers, not {type(value).__name__}")
         try:
-            array = np.array(value, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
+            with np.errstate(over="ignore"):  # too large for float32 becomes inf, rejected below
+                array = np.array(value, dtype=np.float32)
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ValidationError.one(field, f"must be a sequence of numbers ({exc})") from None
         if array.ndim != 1:
             raise ValidationError.one(field, f"must be one-dimensional, got shape {array.shape}")
         if array.size == 0:
             raise ValidationError.one(field, "must not be empty")
         if not np.isfinite(array).all():
-            raise ValidationError.one(field, "must contain only finite numbers (no NaN or infinity)")
+            raise ValidationError.one(field, "must contain only finite float32 numbers (no NaN, infinity, "
+                                             "or magnitudes beyond 3.4e38)")
         array.setflags(write=False)
     if dimension is not None and array.shape[0] != dimension:
         raise ValidationError.one(

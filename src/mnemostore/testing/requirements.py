@@ -26,6 +26,29 @@ def requires(*capabilities: Capability) -> Callable[[T], T]:
     return mark
 
 
+def since(version: str) -> Callable[[T], T]:
+    """Mark a clause as added in suite `version`: a test class pinned to an older
+    `suite_level` skips it, so upgrading mnemostore never breaks a passing plugin."""
+
+    def mark(test: T) -> T:
+        return pytest.mark.mnemostore_since(version)(test)  # type: ignore[no-any-return]
+
+    return mark
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def newer_than(level: str | None, item: pytest.Item) -> str | None:
+    """The suite version that added this clause, if it is newer than the pinned `level`."""
+    marker = item.get_closest_marker("mnemostore_since")
+    if level is None or marker is None:
+        return None
+    added = str(marker.args[0])
+    return added if _version(added) > _version(level) else None
+
+
 def missing(declared: frozenset[Capability], item: pytest.Item) -> list[Capability]:
     needed: list[Capability] = []
     for marker in item.iter_markers("mnemostore_requires"):

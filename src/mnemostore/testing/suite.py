@@ -8,7 +8,7 @@ store that may be opened several times (for reopen, tenancy and concurrency clau
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,9 +19,13 @@ from ..core.url import StoreURL
 from .clauses.basics import BasicClauses
 from .clauses.checkpoints import CheckpointClauses
 from .clauses.crashes import CrashClauses
+from .clauses.edges import EdgeClauses
+from .clauses.faults import FaultClauses
 from .clauses.fidelity import FidelityClauses
 from .clauses.filters import FilterClauses
+from .clauses.fuzzing import FuzzClauses
 from .clauses.isolation import IsolationClauses
+from .clauses.migrations import MigrationClauses
 from .clauses.ordering import OrderingClauses
 from .clauses.persistence import PersistenceClauses
 from .clauses.processes import ProcessClauses
@@ -29,7 +33,7 @@ from .clauses.tenancy import TenancyClauses
 from .clauses.updates import UpdateClauses
 from .clauses.validation import ValidationClauses
 from .clauses.vectors import VectorClauses
-from .requirements import missing
+from .requirements import missing, newer_than, since
 
 
 class ConformanceSuite(
@@ -46,8 +50,16 @@ class ConformanceSuite(
     IsolationClauses,
     ProcessClauses,
     CrashClauses,
+    FaultClauses,
+    EdgeClauses,
+    FuzzClauses,
+    MigrationClauses,
 ):
     """Every clause of the suite. Subclass it and provide `store_url`."""
+
+    suite_level: ClassVar[str | None] = None
+    """Pin the suite version the plugin conforms to (e.g. "1.0"): clauses added later are
+    skipped with the reason. None runs every clause of the installed suite."""
 
     @pytest.fixture
     def store_url(self) -> str:
@@ -67,6 +79,9 @@ class ConformanceSuite(
     @pytest.fixture(autouse=True)
     def _capability_gate(self, declared: frozenset[Capability], store_url: str, request: pytest.FixtureRequest) -> None:
         """Skip a clause whose `@requires` capabilities the backend does not declare, saying which."""
+        added = newer_than(self.suite_level, request.node)
+        if added is not None:
+            pytest.skip(f"clause added in suite {added}; this test class pins suite_level {self.suite_level}")
         lacking = missing(declared, request.node)
         if lacking:
             name = registry.for_scheme(StoreURL.parse(store_url).scheme).name
@@ -90,3 +105,21 @@ class ConformanceSuite(
     def store(self, open_store: Callable[..., Store]) -> Store:
         """The store under test, opened with default parameters."""
         return open_store()
+
+    @since("1.1")
+    def test_no_clause_is_deleted_or_overridden_without_a_strict_xfail(self) -> None:
+        """A subclass may replace a clause only to mark a known bug: `@pytest.mark.xfail(strict=True,
+        reason=...)`. Anything else (deleting it, or overriding it to pass) hides a failure."""
+        tampered = []
+        for name in dir(ConformanceSuite):
+            if not name.startswith("test_"):
+                continue
+            ours, theirs = getattr(ConformanceSuite, name), getattr(type(self), name, None)
+            if theirs is ours:
+                continue
+            if not callable(theirs):
+                tampered.append(f"{name} (deleted)")
+            elif not any(mark.name == "xfail" and mark.kwargs.get("strict") is True and mark.kwargs.get("reason")
+                         for mark in getattr(theirs, "pytestmark", [])):
+                tampered.append(f"{name} (overridden without @pytest.mark.xfail(strict=True, reason=...))")
+        assert not tampered, "conformance clauses changed by the subclass: " + "; ".join(tampered)

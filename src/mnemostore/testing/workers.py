@@ -25,6 +25,8 @@ from mnemostore.core.records import Checkpoint, Heuristic, Record
 from mnemostore.core.store import Store
 from mnemostore.core.store import open as open_store
 from mnemostore.core.vectors import vectors_equal
+from mnemostore.migrations.model import RecordMigration
+from mnemostore.migrations.runner import Runner
 
 BASE_TIME = datetime(2025, 3, 1, tzinfo=UTC)
 CONTENDED_ID = "contended"
@@ -149,10 +151,42 @@ def crash_writer(store: Store, params: dict[str, Any]) -> None:
         emit(str(batch))
 
 
+def counting_migration(id: str, *, kinds: tuple[str, ...] = ("heuristic",), batch_size: int = 500,
+                       delay: float = 0.0, fail_on: str | None = None) -> RecordMigration:
+    """A record migration that is not idempotent on purpose: it adds 1 to `metadata["runs"]`, so a
+    record changed twice reads 2. It sleeps `delay` s per record and raises on the record `fail_on`."""
+
+    def change(record: Record) -> dict[str, Any]:
+        if record.id == fail_on:
+            raise RuntimeError(f"the change refuses {record.id} (the suite's deliberate failure)")
+        time.sleep(delay)
+        return {"metadata": {**record.metadata, "runs": record.metadata.get("runs", 0) + 1}}
+
+    def revert(record: Record) -> dict[str, Any]:
+        return {"metadata": {**record.metadata, "runs": record.metadata.get("runs", 0) - 1}}
+
+    return RecordMigration(id, kinds=kinds, change=change, revert=revert, batch_size=batch_size,
+                           parameters=("counting", delay), description="metadata['runs'] += 1")
+
+
+def migrate(store: Store, params: dict[str, Any]) -> None:
+    """Apply the counting migration at the parent's `go`: by opening the store again with it, or with
+    `Runner.up()` on the store already open. Prints the ids this worker's runner applied (None: by open)."""
+    migration = counting_migration(params["id"], batch_size=params["batch_size"], delay=params["delay"])
+    if not wait_for_go():
+        return
+    if params["via"] == "open":
+        open_store(store.backend.url.raw, migrations=[migration], migrate="auto", **params["options"]).close()
+        emit("migrated", {"applied": None})
+    else:
+        emit("migrated", {"applied": Runner(store.backend, [migration]).up()})
+
+
 JOBS: dict[str, Callable[[Store, dict[str, Any]], None]] = {
     "increments": increments,
     "upserts": upserts,
     "crash-writer": crash_writer,
+    "migrate": migrate,
 }
 
 

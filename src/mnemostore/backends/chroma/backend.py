@@ -4,7 +4,9 @@ Layout: per kind and tenant, a collection `<prefix><kind>` (`<prefix><kind>.t<ha
 named tenant, so tenants are isolated by Chroma itself and an unfiltered search needs no
 where clause) holding the records with an embedding, indexed with the store's metric,
 and `<name>-novec` for records without one (Chroma needs a vector per row: they get a
-constant 1-d placeholder and are never searched); `<prefix>meta` holds store parameters.
+constant 1-d placeholder and are never searched); `<prefix>meta` holds store parameters,
+the migration ledger and, on a server, the migration lock row (lock.py). An embedded
+store on disk keeps its migration lock file `[<scope>.]<prefix>migrate.lock` in the directory.
 Embedding records keep `namespace` as a filter field in the kind's collection: a search
 or query across namespaces stays one Chroma call. Rows: rows.py. Filters: where.py.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 
@@ -38,7 +41,9 @@ from ...core.protocol import Backend, Hit, OrderKey, apply_update
 from ...core.records import Record, record_type
 from ...core.vectors import Vector
 from ...core.vectorsearch import scores, top_k
-from .connect import acquire, max_batch_size, release, scrub, write_lock
+from ...migrations.locking import FileLock, MigrationLock
+from .connect import acquire, max_batch_size, process_migration_lock, release, scrub, write_lock
+from .lock import ChromaRowLock
 from .options import ChromaOptions, Location, locate
 from .rows import chroma_vector, document_of, index_vector, metadata_of, metadata_vector, record_of, view_of
 from .where import translate
@@ -51,6 +56,20 @@ SPACES = {"cosine": "cosine", "dot": "ip", "l2": "l2"}
 _TOLERANCE = 1e-5
 _Row = tuple[str, Any, str, dict[str, Any]]
 """(id, index vector or None, document, metadata) of one row to write."""
+LIST_PAGE = 1000
+"""Collections asked per `list_collections` request."""
+
+
+def _replacing(collection: Any, ids: list[str], metadatas: list[dict[str, Any]]) -> list[Any]:
+    """`metadatas` with every key an existing row has and the new one lacks set to None: Chroma's
+    upsert merges metadata, so a key left out would stay behind and keep matching filters."""
+    found = collection.get(ids=ids, include=["metadatas"])
+    old = {id: meta or {} for id, meta in zip(found["ids"], found["metadatas"] or [], strict=True)}
+    result: list[Any] = []
+    for id, metadata in zip(ids, metadatas, strict=True):
+        stale = old.get(id, {}).keys() - metadata.keys()
+        result.append({**metadata, **dict.fromkeys(stale)} if stale else metadata)
+    return result
 
 
 class _Pair(NamedTuple):
@@ -133,8 +152,51 @@ class ChromaBackend(Backend):
         return orjson.loads(documents[0]) if found["ids"] and documents[0] is not None else None
 
     def write_meta(self, key: str, value: Any) -> None:
+        """Set `key`'s row in the meta collection (None deletes it)."""
         with self._errors("writing store parameters"):
-            self._meta.upsert(ids=[key], embeddings=_placeholders(1), documents=[orjson.dumps(value).decode()])
+            if value is None:
+                self._meta.delete(ids=[key])
+            else:
+                self._meta.upsert(ids=[key], embeddings=_placeholders(1), documents=[orjson.dumps(value).decode()])
+
+    # migrations ----------------------------------------------------------------------------
+    def migration_lock(self) -> MigrationLock:
+        """A lock file in the store's directory; `chroma://memory`: a lock shared by its opens in
+        this process; a server: a lock row taken with Chroma's insert-if-absent (lock.py)."""
+        options, location = self.options, self._location
+        if location.mode == "persistent":
+            assert location.path is not None
+            scope = (options.chroma_tenant, options.database)
+            tag = "" if scope == _DEFAULT_SCOPE else hashlib.sha256("\0".join(scope).encode()).hexdigest()[:12] + "."
+            return FileLock(Path(location.path) / f"{tag}{options.prefix}migrate.lock")
+        if location.mode == "ephemeral":
+            return process_migration_lock((*location.key, options.chroma_tenant, options.database, options.prefix))
+        return ChromaRowLock(self._meta)
+
+    def tenants(self, kind: str) -> list[str | None]:
+        """The tenants whose collections of `kind` hold rows: one collection listing (labels
+        name the tenant) plus a count or two per tenant, never a scan of the records."""
+        record_type(kind)
+        if self._client is None:
+            raise BackendError(f"{self!r} is closed")
+        found: list[str | None] = []
+        with self._errors(f"listing the tenants of {kind} records"):
+            offset = 0
+            while True:
+                page = self._client.list_collections(limit=LIST_PAGE, offset=offset)
+                for collection in page:
+                    labels = collection.metadata or {}
+                    if labels.get("mnemostore") != "records" or labels.get("kind") != kind:
+                        continue
+                    tenant = None if collection.name == self.collection_name(kind, None) else labels.get("tenant")
+                    if tenant is not None and collection.name != self.collection_name(kind, str(tenant)):
+                        continue  # another store's (another prefix) or not a main collection
+                    pair = self._pair(kind, tenant, create=False)
+                    if pair is not None and (pair.main.count() or pair.plain.count()):
+                        found.append(tenant)
+                if len(page) < LIST_PAGE:
+                    return found
+                offset += LIST_PAGE
 
     # collections ---------------------------------------------------------------------------
     def collection_name(self, kind: str, tenant: str | None) -> str:
@@ -232,7 +294,7 @@ class ChromaBackend(Backend):
                 ids = [row[0] for row in chunk]
                 embeddings = np.stack([row[1] for row in chunk]) if target is pair.main else _placeholders(len(chunk))
                 target.upsert(ids=ids, embeddings=embeddings, documents=[row[2] for row in chunk],
-                              metadatas=[row[3] for row in chunk])
+                              metadatas=_replacing(target, ids, [row[3] for row in chunk]))
                 moved = other.get(ids=ids, include=[])["ids"]  # records that gained or lost their vector
                 if moved:
                     other.delete(ids=moved)
@@ -388,6 +450,9 @@ class ChromaBackend(Backend):
                 for i, score in best]
 
 
+_DEFAULT_SCOPE = (ChromaOptions.model_fields["chroma_tenant"].default, ChromaOptions.model_fields["database"].default)
+
+
 def _placeholders(n: int) -> Any:
     """The vectors of rows in a `-novec` collection (and the meta collection): never searched."""
     import numpy as np
@@ -465,5 +530,7 @@ class ChromaServerBackend(ChromaBackend):
     """
 
     name: ClassVar[str] = "chroma-server"
+    auto_migrate: ClassVar[bool] = False
+    """A shared server: opening a store never migrates it behind its other users' backs."""
     schemes: ClassVar[tuple[str, ...]] = ("chroma+http", "chroma+https")
     capabilities: ClassVar[frozenset[Capability]] = ChromaBackend.capabilities - {Capability.ATOMIC_UPDATE}

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.errors import BackendError, ConfigError
 from ...core.url import StoreURL
+from ...migrations.locking import ProcessLock
 from .options import ChromaOptions, Location
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
 
 _LOCKS: dict[tuple[object, ...], threading.RLock] = {}
+_MIGRATION_LOCKS: dict[tuple[object, ...], ProcessLock] = {}
 _LOCKS_LOCK = threading.Lock()
 _EPHEMERAL_KEEPER: list[Any] = []
 
@@ -29,6 +31,16 @@ def write_lock(key: tuple[object, ...]) -> threading.RLock:
         lock = _LOCKS.get(key)
         if lock is None:
             lock = _LOCKS[key] = threading.RLock()
+        return lock
+
+
+def process_migration_lock(key: tuple[object, ...]) -> ProcessLock:
+    """The migration lock of `chroma://memory` stores: shared by every open in this process,
+    as the in-memory Chroma is."""
+    with _LOCKS_LOCK:
+        lock = _MIGRATION_LOCKS.get(key)
+        if lock is None:
+            lock = _MIGRATION_LOCKS[key] = ProcessLock()
         return lock
 
 

@@ -6,7 +6,8 @@ Layout of the directory:
 - `meta.json`: the store's small persistent values (`read_meta`/`write_meta`), replaced atomically;
 - `<kind>.jsonl`: one append log per kind (see `log.py`): a header, then one checksummed
   JSON line per batch (`{"op": "put", "records": [...]}` or `{"op": "delete", ...}`);
-- `lock`: the flock target; readers share it, writers hold it exclusively.
+- `lock`: the flock target; readers share it, writers hold it exclusively;
+- `migrate.lock`: the migration runner's lock (`FileLock`), held while a migration runs.
 
 Compaction rewrites a log with only its live records (temp file, fsync, rename) when
 more than `compact_ratio` of it is dead, or when `FileBackend.compact()` is called.
@@ -37,6 +38,7 @@ from ...core.records import KINDS, Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...core.vectorsearch import prepare_query, scores, top_k
+from ...migrations.locking import FileLock, MigrationLock
 from ..memory import sort_records
 from .convert import detached, to_json
 from .files import replace_atomically
@@ -48,6 +50,7 @@ from .log import FORMAT, FORMAT_VERSION, LogFile, encode_line, line_length
 FORMAT_FILE = "format.json"
 META_FILE = "meta.json"
 LOCK_FILE = "lock"
+MIGRATE_LOCK_FILE = "migrate.lock"
 
 
 class FileOptions(BaseModel):
@@ -143,7 +146,7 @@ class FileBackend(Backend):
         names = set(os.listdir(self.directory))
         if FORMAT_FILE in names or (self.directory / FORMAT_FILE).exists():
             return
-        foreign = sorted(names - {LOCK_FILE, FORMAT_FILE + ".tmp"})
+        foreign = sorted(names - {LOCK_FILE, MIGRATE_LOCK_FILE, FORMAT_FILE + ".tmp"})
         if foreign:
             raise ConfigError(
                 f"{self.directory} is not empty ({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}) "
@@ -222,10 +225,16 @@ class FileBackend(Backend):
         return self._meta().get(key)
 
     def write_meta(self, key: str, value: Any) -> None:
+        """Set `key` (None removes it), replacing meta.json atomically."""
         self._guard()
         with self._mutex, self._lock.exclusive():
             meta = self._meta()
-            meta[key] = value
+            if value is None:
+                if key not in meta:
+                    return
+                del meta[key]
+            else:
+                meta[key] = value
             replace_atomically(self.directory / META_FILE, [[orjson.dumps(meta, option=orjson.OPT_INDENT_2)]],
                                self._options.fsync)
 
@@ -240,6 +249,17 @@ class FileBackend(Backend):
         if not isinstance(found, dict):
             raise BackendError(f"{path} does not hold a JSON object")
         return found
+
+    # migrations ------------------------------------------------------------------
+    def migration_lock(self) -> MigrationLock:
+        """`migrate.lock` beside the store's `lock`: readers and writers go on while a runner waits."""
+        return FileLock(self.directory / MIGRATE_LOCK_FILE)
+
+    def tenants(self, kind: str) -> list[str | None]:
+        """The tenants of the kind's index (built from its log anyway), skipping emptied ones."""
+        record_type(kind)
+        with self._reading(kind) as state:
+            return [tenant for tenant, rows in state.index.tenants.items() if rows]
 
     # records ---------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:

@@ -1,24 +1,29 @@
 """The postgres backend: psycopg 3, a health-checked connection pool, pgvector.
 
-Layout and its reasons: layout.py; DDL and the lazily typed vector column: schema.py;
-filters: sql_filters.py. The driver is imported when a store is opened, not before.
+Row layout and its reasons: layout.py; the tables' history: migrations.py (run by the
+migration runner, under advisory_lock.py); what opening creates and the lazily typed
+vector column: schema.py; filters: sql_filters.py. The driver is imported when a store is
+opened, not before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, ClassVar
+from contextlib import closing, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import orjson
 
 from ...core.capabilities import Capability
-from ...core.errors import BackendError, MnemostoreError, ValidationError
+from ...core.errors import BackendError, MigrationError, MnemostoreError, ValidationError
 from ...core.filters import Expr
 from ...core.protocol import Backend, Hit, OrderKey
 from ...core.records import Record
 from ...core.vectors import Vector
+from ...migrations.ledger import LEDGER_KEY
+from ...migrations.model import LayoutMigration
 from .layout import JsonbBytes, KindLayout, layout, tenant_key
+from .migrations import HISTORY, NEWEST_LAYOUT_VERSION
 from .options import PostgresOptions
 
 if TYPE_CHECKING:
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
     from psycopg import sql
     from psycopg_pool import ConnectionPool
 
+    from ...migrations.locking import MigrationLock
     from .schema import Names
 
     Connection = psycopg.Connection[tuple[Any, ...]]
@@ -58,6 +64,11 @@ class PostgresBackend(Backend):
     options_model: ClassVar[type[PostgresOptions]] = PostgresOptions
     requires: ClassVar[tuple[str, ...]] = ("psycopg", "psycopg_pool")
     extra: ClassVar[str | None] = "postgres"
+    layout_migrations: ClassVar[tuple[LayoutMigration, ...]] = HISTORY
+    auto_migrate: ClassVar[bool] = False
+    """A shared server: other applications may run older code against the same schema, so
+    pending migrations are applied by `mnemostore migrate up` (or migrate="auto"), not by
+    whoever opens the store first. A fresh, empty schema is still laid out on open."""
 
     options: PostgresOptions
 
@@ -126,7 +137,8 @@ class PostgresBackend(Backend):
         try:
             vector_schema = schema.ensure_extension(conn)
             self._names = schema.Names(self.options.schema_name, self.options.table_prefix, vector_schema)
-            schema.create_tables(conn, self._names)
+            schema.create_meta(conn, self._names)
+            schema.check_not_newer(conn, self._names, NEWEST_LAYOUT_VERSION)
             row = conn.execute(
                 "SELECT %s::regtype::oid, current_setting('server_version'), "
                 "(SELECT extversion FROM pg_extension WHERE extname = 'vector')",
@@ -247,12 +259,109 @@ class PostgresBackend(Backend):
         return None if row is None else orjson.loads(row[0])
 
     def write_meta(self, key: str, value: Any) -> None:
+        with self._errors("writing store metadata"), self._transaction() as conn:
+            self._write_meta(conn, key, value)
+
+    def _write_meta(self, conn: Connection, key: str, value: Any) -> None:
         from psycopg import sql
 
         statement = sql.SQL("INSERT INTO {} (key, value) VALUES (%s, %s::jsonb) "
                             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value").format(self.names.meta)
-        with self._errors("writing store metadata"), self._transaction() as conn:
-            conn.execute(statement, (key, orjson.dumps(value).decode()))
+        conn.execute(statement, (key, orjson.dumps(value).decode()))
+
+    # migrations ----------------------------------------------------------------------
+    def migration_lock(self) -> MigrationLock:
+        """A session-level advisory lock keyed by schema and prefix (see advisory_lock.py);
+        `break-lock` terminates the holding session."""
+        from .advisory_lock import AdvisoryLock
+
+        return AdvisoryLock(self._dedicated_connection, self.names.migration_lock_key(), self._errors)
+
+    def _dedicated_connection(self) -> Connection:
+        """A new autocommit connection outside the pool (the lock's session, non-atomic steps)."""
+        import psycopg
+
+        pool = self.options.pool
+        if pool is None:
+            return psycopg.connect(self.conninfo(), autocommit=True)
+        # A borrowed pool's own settings; either may be a callable (rotating credentials).
+        conninfo = pool.conninfo() if callable(pool.conninfo) else pool.conninfo or ""
+        kwargs = (pool.kwargs() if callable(pool.kwargs) else pool.kwargs) or {}
+        return psycopg.connect(conninfo, **{**kwargs, "autocommit": True})
+
+    def legacy_layout(self) -> str | None:
+        """A schema laid out before the ledger has `layout_version` in its meta table and no
+        ledger: it is adopted at that step of the history (only layout 1 existed then)."""
+        from . import schema
+
+        with self._errors("reading the layout version"), self._connection() as conn:
+            version, has_ledger = schema.layout_version(conn, self.names)
+        if has_ledger or not version:
+            return None
+        return HISTORY[min(version, NEWEST_LAYOUT_VERSION) - 1].id
+
+    def layout_sql(self, migration: LayoutMigration, direction: Literal["up", "down"] = "up") -> list[str]:
+        """A layout step's statements as they run on this store (its schema and prefix filled in)."""
+        return [self.names.render(template) for template in migration.sql(direction)]
+
+    def run_layout(self, migration: LayoutMigration, direction: Literal["up", "down"],
+                   ledger: Mapping[str, Any]) -> None:
+        """An atomic step and its ledger write commit in one transaction (DDL is transactional
+        here), so a failed step leaves no trace; a non-atomic one (`CREATE INDEX
+        CONCURRENTLY`) runs statement by statement on its own autocommit connection and the
+        ledger is written after its last statement. Neither is cut short by the store's
+        statement_timeout: index builds on a large store take as long as they take."""
+        import psycopg
+
+        step = migration.step(direction)
+        self._vectors_ready = None  # tables may have been recreated: check their vector type again
+        if callable(step):
+            step(self)
+            self.write_meta(LEDGER_KEY, dict(ledger))
+            return
+        # Templates are this package's code; the only values filled in are quoted identifiers.
+        statements = self.layout_sql(migration, direction)
+        done = 0
+        try:
+            if migration.atomic:
+                with self._transaction() as conn:
+                    conn.execute("SET LOCAL statement_timeout = 0")
+                    for statement in statements:
+                        conn.execute(statement)
+                        done += 1
+                    self._write_meta(conn, LEDGER_KEY, dict(ledger))
+            else:
+                with self._errors(f"connecting to run {migration.id}"):
+                    dedicated = self._dedicated_connection()
+                with closing(dedicated) as conn:
+                    conn.execute("SET statement_timeout = 0")
+                    for statement in statements:
+                        conn.execute(statement)
+                        done += 1
+                self.write_meta(LEDGER_KEY, dict(ledger))
+        except psycopg.Error as exc:
+            raise MigrationError(self._step_failure(migration, direction, statements, done, exc)) from exc
+
+    def _step_failure(self, migration: LayoutMigration, direction: str, statements: Sequence[str], done: int,
+                      exc: Exception) -> str:
+        where = (f"at statement {done + 1} of {len(statements)} ({statements[done][:160]})"
+                 if done < len(statements) else "writing the ledger")
+        if migration.atomic:
+            outcome = "it was rolled back: nothing of it was applied"
+        else:
+            outcome = (f"it is not transactional: the {done} statement(s) before it took effect and are not "
+                       "recorded; each can run again, so fix the cause and run `mnemostore migrate up` again")
+        reason = (self._scrub(exc).splitlines() or [""])[0]  # the rest repeats the statement
+        return (f"layout migration {migration.id!r} ({direction}) failed on {self.url.masked} {where}: "
+                f"{type(exc).__name__}: {reason}; {outcome}")
+
+    def tenants(self, kind: str) -> list[str | None]:
+        from psycopg import sql
+
+        statement = sql.SQL("SELECT DISTINCT tenant FROM {} ORDER BY tenant").format(self._table(self._layout(kind)))
+        with self._errors(f"listing the tenants of {kind} records"), self._connection() as conn:
+            rows = conn.execute(statement).fetchall()
+        return [tenant or None for (tenant,) in rows]
 
     # writing ---------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
@@ -467,7 +576,11 @@ class PostgresBackend(Backend):
         from .sql_filters import FilterCompiler
 
         kind_layout = self._layout(kind)
-        compiler = FilterCompiler(kind_layout)
+        # The index phase walks the HNSW graph and filters as it goes: without the scope-index
+        # hints the planner has no btree path for the filter to prefer over the walk (and the
+        # hints' redundant clauses would lower its row estimate). A filter too selective for
+        # the walk falls back to the exact phase, which uses the hints and those indexes.
+        compiler = FilterCompiler(kind_layout, scope_hints=exact)
         condition = compiler.where(where)
         operator = sql.SQL("OPERATOR({}.{})").format(
             sql.Identifier(self.names.vector_schema), sql.SQL(_OPERATORS[self.params.metric]))

@@ -1,10 +1,12 @@
-"""DDL: the store's tables, created and altered under a session-level advisory lock.
+"""DDL the backend runs itself: the meta table on open, the extension, the typed vector columns.
 
-A table per record kind (see layout.py) and a meta table. The `embedding` column is created
-as an untyped `vector`; core fixes the store's dimension before the first embedding is
-written, and `ensure_vectors` then types the column `vector(dim)` (cheap: no vector is
-stored yet) and builds the HNSW index for the store's metric. An index over rows that
-already exist is built `CONCURRENTLY`, outside any transaction.
+The tables and their indexes are the layout history (migrations.py), run by the migration
+runner. What stays here is what opening needs before the runner can read its ledger (the
+schema and the meta table), and what depends on the store's parameters rather than on code:
+the `embedding` columns are created as untyped `vector`; core fixes the store's dimension
+before the first embedding is written, and `ensure_vectors` then types the columns
+`vector(dim)` (cheap: no vector is stored yet) and builds the HNSW index for the store's
+metric. An index over rows that already exist is built `CONCURRENTLY`, outside any transaction.
 """
 
 from __future__ import annotations
@@ -15,12 +17,21 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from ...core.errors import BackendError, SchemaMismatch
+from ...core.errors import BackendError, MigrationError, SchemaMismatch, StoreTooNew
 from ...core.records import KINDS
-from .layout import COLUMN_TYPES, KindLayout, layout, offset_column
+from .layout import KindLayout, layout
 
-LAYOUT_VERSION = 1
 OPCLASSES = {"cosine": "vector_cosine_ops", "dot": "vector_ip_ops", "l2": "vector_l2_ops"}
+LAYOUT_VERSION_KEY = "layout_version"
+"""The meta key every layout step sets to its number: the only thing a pre-ledger mnemostore
+reads, so it refuses a store laid out by a newer one."""
+
+
+def quote_ident(name: str) -> str:
+    """`name` as a quoted SQL identifier (PostgreSQL's rule: double quotes, doubled inside)."""
+    if "\x00" in name:
+        raise ValueError("an identifier cannot contain NUL")
+    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True)
@@ -41,18 +52,47 @@ class Names:
     def layouts(self) -> list[KindLayout]:
         return [layout(kind, self.prefix) for kind in KINDS]
 
-    def lock_key(self) -> int:
-        digest = hashlib.blake2b(f"mnemostore\x00{self.schema}\x00{self.prefix}".encode(), digest_size=8).digest()
+    def _key(self, purpose: str) -> int:
+        digest = hashlib.blake2b(f"{purpose}\x00{self.schema}\x00{self.prefix}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big", signed=True)
 
+    def lock_key(self) -> int:
+        """Advisory lock key serialising this store's own DDL (the meta table, vector columns)."""
+        return self._key("mnemostore")
 
-class AdvisoryLock:
-    """A session-level advisory lock held on an autocommit connection."""
+    def migration_lock_key(self) -> int:
+        """Advisory lock key of this store's migration runner. Distinct from `lock_key`: a record
+        migration writes records, and a first write may type the vector columns under that one."""
+        return self._key("mnemostore-migrate")
+
+    def placeholders(self) -> dict[str, object]:
+        """What layout statement templates may name: `{schema}`, `{vector_schema}` and
+        `{name[outcome]}` (the prefixed object name), each a quoted identifier."""
+        return {"schema": quote_ident(self.schema), "vector_schema": quote_ident(self.vector_schema),
+                "name": _Prefixed(self.prefix)}
+
+    def render(self, template: str) -> str:
+        """One layout statement template with this store's quoted names filled in."""
+        return template.format_map(self.placeholders())
+
+
+class _Prefixed:
+    """`{name[outcome]}` in a template: the quoted identifier prefix + "outcome"."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def __getitem__(self, suffix: str) -> str:
+        return quote_ident(self.prefix + suffix)
+
+
+class SessionLock:
+    """A blocking session-level advisory lock held on an autocommit connection."""
 
     def __init__(self, conn: psycopg.Connection[tuple[object, ...]], key: int) -> None:
         self.conn, self.key = conn, key
 
-    def __enter__(self) -> AdvisoryLock:
+    def __enter__(self) -> SessionLock:
         self.conn.execute("SELECT pg_advisory_lock(%s)", (self.key,))
         return self
 
@@ -67,7 +107,7 @@ def ensure_extension(conn: psycopg.Connection[tuple[object, ...]]) -> str:
              "WHERE extname = 'vector'")
     found = conn.execute(query).fetchone()
     if found is None:
-        with AdvisoryLock(conn, 0x6D6E656D6F766563):  # one creator per database
+        with SessionLock(conn, 0x6D6E656D6F766563):  # one creator per database
             try:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.errors.InsufficientPrivilege:
@@ -81,65 +121,46 @@ def ensure_extension(conn: psycopg.Connection[tuple[object, ...]]) -> str:
     return str(found[0])
 
 
-def _table_ddl(names: Names, kind_layout: KindLayout) -> list[sql.Composed]:
-    columns: list[sql.Composable] = [
-        sql.SQL('tenant text COLLATE "C" NOT NULL'),
-        sql.SQL('id text COLLATE "C" NOT NULL'),
-    ]
-    for name in kind_layout.fields:
-        columns.append(sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(COLUMN_TYPES[kind_layout.types[name]])))
-    for name in kind_layout.datetimes:
-        columns.append(sql.SQL("{} bigint").format(sql.Identifier(offset_column(name))))
-    columns += [
-        sql.SQL("doc bytea NOT NULL"),
-        sql.SQL("metadata jsonb NOT NULL"),
-        sql.SQL("embedding {}").format(sql.Identifier(names.vector_schema, "vector")),
-        sql.SQL("PRIMARY KEY (tenant, id)"),
-    ]
-    table = names.table(kind_layout.table)
-    statements: list[sql.Composed] = [
-        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(table, sql.SQL(", ").join(columns)),
-        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tenant, created_at, id)").format(
-            sql.Identifier(kind_layout.table + "_created"), table),
-    ]
-    if kind_layout.kind == "checkpoint":
-        statements.append(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tenant, run_id, branch_id, sequence)").format(
-            sql.Identifier(kind_layout.table + "_run"), table))
-    return statements
+def create_meta(conn: psycopg.Connection[tuple[object, ...]], names: Names) -> None:
+    """Create the schema and the meta table (home of the ledger) if missing; nothing else.
 
-
-def _complete(conn: psycopg.Connection[tuple[object, ...]], names: Names) -> bool:
-    """Whether every table exists at this layout version (then opening takes no DDL lock)."""
-    tables = [names.prefix + "meta", *(kind_layout.table for kind_layout in names.layouts())]
-    row = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = ANY(%s)",
-                       (names.schema, tables)).fetchone()
-    if row is None or row[0] != len(tables):
-        return False
-    version = conn.execute(sql.SQL("SELECT value::text FROM {} WHERE key = 'layout_version'").format(
-        names.meta)).fetchone()
-    return version is not None and str(version[0]) == str(LAYOUT_VERSION)
-
-
-def create_tables(conn: psycopg.Connection[tuple[object, ...]], names: Names) -> None:
-    """Create the schema and every table that is missing, and check the layout version."""
-    if _complete(conn, names):
+    An existing meta table costs one catalog lookup and takes no lock (and needs no CREATE
+    privilege); racing creators are serialised by a transaction-level advisory lock.
+    """
+    exists = "SELECT to_regclass(%s) IS NOT NULL"
+    qualified = names.meta.as_string(conn)
+    row = conn.execute(exists, (qualified,)).fetchone()
+    if row is not None and row[0]:
         return
-    with AdvisoryLock(conn, names.lock_key()), conn.transaction():
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (names.lock_key(),))
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(names.schema)))
         conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (key text PRIMARY KEY, value jsonb NOT NULL)").format(
             names.meta))
-        for kind_layout in names.layouts():
-            for statement in _table_ddl(names, kind_layout):
-                conn.execute(statement)
-        row = conn.execute(sql.SQL("SELECT value::text FROM {} WHERE key = 'layout_version'").format(
-            names.meta)).fetchone()
-        if row is None:
-            conn.execute(sql.SQL("INSERT INTO {} VALUES ('layout_version', %s::jsonb)").format(names.meta),
-                         (str(LAYOUT_VERSION),))
-        elif int(str(row[0])) > LAYOUT_VERSION:
-            raise SchemaMismatch(
-                f"this store's layout version is {row[0]}, newer than this mnemostore "
-                f"understands ({LAYOUT_VERSION}); upgrade mnemostore")
+
+
+def layout_version(conn: psycopg.Connection[tuple[object, ...]], names: Names) -> tuple[int, bool]:
+    """(the meta table's `layout_version`, 0 if unset; whether a ledger exists)."""
+    row = conn.execute(sql.SQL(
+        "SELECT (SELECT value #>> '{{}}' FROM {0} WHERE key = %s), EXISTS (SELECT 1 FROM {0} WHERE key = 'ledger')"
+    ).format(names.meta), (LAYOUT_VERSION_KEY,)).fetchone()
+    assert row is not None
+    text, has_ledger = row
+    try:
+        return (0 if text is None else int(str(text))), bool(has_ledger)
+    except ValueError:
+        raise MigrationError(
+            f"the {LAYOUT_VERSION_KEY!r} entry of {names.schema}.{names.prefix}meta is {text!r}, not a number; "
+            "is this a mnemostore schema?") from None
+
+
+def check_not_newer(conn: psycopg.Connection[tuple[object, ...]], names: Names, newest: int) -> None:
+    """Refuse a store whose layout a newer mnemostore wrote (its steps are unknown here)."""
+    version, _ = layout_version(conn, names)
+    if version > newest:
+        raise StoreTooNew(
+            f"the store in schema {names.schema!r} has layout version {version}, newer than this mnemostore "
+            f"understands ({newest}); upgrade mnemostore")
 
 
 def vector_dimension(conn: psycopg.Connection[tuple[object, ...]], names: Names, table: str) -> int | None:
@@ -157,7 +178,7 @@ def ensure_vectors(conn: psycopg.Connection[tuple[object, ...]], names: Names, d
                    metric: str, hnsw: tuple[int, int] | None) -> None:
     """Type every embedding column `vector(dimension)` and build the HNSW indexes (if `hnsw`)."""
     pending_indexes: list[sql.Composed] = []
-    with AdvisoryLock(conn, names.lock_key()):
+    with SessionLock(conn, names.lock_key()):
         with conn.transaction():
             for kind_layout in names.layouts():
                 table = names.table(kind_layout.table)

@@ -23,6 +23,10 @@ from ...core.protocol import OrderKey
 from .layout import KindLayout, encode_datetime
 
 _OPS = {"eq": "=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+SCOPE_PREFIX = 64
+"""Layout 2 indexes (tenant, left(column, 64)) for these columns (unbounded text would not
+fit a btree key); an equality filter on one also compares that prefix, so it can use it."""
+SCOPE_COLUMNS = frozenset({"agent", "project_id"})
 _TRUE = sql.SQL("TRUE")
 _FALSE = sql.SQL("FALSE")
 
@@ -30,9 +34,11 @@ _FALSE = sql.SQL("FALSE")
 class FilterCompiler:
     """Compiles expressions for one kind; collects the bound parameters in order."""
 
-    def __init__(self, layout: KindLayout) -> None:
+    def __init__(self, layout: KindLayout, scope_hints: bool = True) -> None:
         self.layout = layout
         self.params: list[Any] = []
+        self.scope_hints = scope_hints
+        """Add the prefix comparisons that let the planner use the scope indexes (`SCOPE_PREFIX`)."""
 
     def where(self, expr: Expr | None) -> sql.Composable:
         return _TRUE if expr is None else self._compile(expr, True)
@@ -71,13 +77,22 @@ class FilterCompiler:
             if value is None:
                 return sql.SQL("{} IS NULL" if op == "eq" else "{} IS NOT NULL").format(column)
             template = "{} = {}" if op == "eq" else "{} IS DISTINCT FROM {}"
-            return sql.SQL(template).format(column, self._param(_column_value(kind, value)))
+            found: sql.Composable = sql.SQL(template).format(column, self._param(_column_value(kind, value)))
+            if op == "eq" and self.scope_hints and field in SCOPE_COLUMNS and isinstance(value, str):
+                found = sql.SQL("({} AND left({}, {}) = {})").format(
+                    found, column, sql.Literal(SCOPE_PREFIX), self._param(value[:SCOPE_PREFIX]))
+            return found
         if op in ("in", "nin"):
             present = [v for v in value if v is not None]
             parts: list[sql.Composable] = []
             if present:
                 if kind is str:
                     parts.append(sql.SQL("{} = ANY({}::text[])").format(column, self._param(present)))
+                    if (op == "in" and self.scope_hints and field in SCOPE_COLUMNS
+                            and all(isinstance(v, str) for v in present)):
+                        parts[-1] = sql.SQL("({} AND left({}, {}) = ANY({}::text[]))").format(
+                            parts[-1], column, sql.Literal(SCOPE_PREFIX),
+                            self._param([v[:SCOPE_PREFIX] for v in present]))
                 else:
                     parts.extend(self._column_leaf(field, "eq", v) for v in present)
             if len(present) < len(value):
@@ -94,7 +109,7 @@ class FilterCompiler:
             if value is None:
                 found: sql.Composable = sql.SQL("coalesce(jsonb_typeof({}), 'null') = 'null'").format(self._item(key))
             else:
-                found = sql.SQL("{} = {}::jsonb").format(self._item(key), self._param(orjson.dumps(value).decode()))
+                found = sql.SQL("{} = {}::jsonb").format(self._item(key), self._param(_json(value)))
             return found if op == "eq" else sql.SQL("({}) IS NOT TRUE").format(found)
         if op in ("in", "nin"):
             found = _any([self._metadata_leaf(key, "eq", v) for v in value])
@@ -118,6 +133,13 @@ def _any(parts: Sequence[sql.Composable]) -> sql.Composable:
     if len(parts) == 1:
         return parts[0]
     return sql.SQL("({})").format(sql.SQL(" OR ").join(parts))
+
+
+def _json(value: Any) -> str:
+    """A filter operand as JSON text; an integer beyond 64 bits (which orjson refuses) too."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return str(value)
+    return orjson.dumps(value).decode()
 
 
 def _column_value(kind: type, value: Any) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
@@ -22,6 +23,7 @@ from ...core.protocol import Backend, Hit, OrderKey, StoreParams, apply_update
 from ...core.records import Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
+from ...migrations.locking import FileLock, MigrationLock
 from ..memory import sort_records
 from . import payload as codec
 from .filters import Translation, translate
@@ -38,6 +40,8 @@ SCROLL_PAGE = 1000
 DELETE_CHUNK = 1000
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 """A server rejects requests over 32 MB by default; upserts are cut well below that."""
+FACET_PAGE = 1000
+"""Distinct tenants asked of a facet request at first (asked again, wider, if it comes back full)."""
 
 _COMMON = frozenset({
     Capability.FILTER_RANGE, Capability.FILTER_METADATA, Capability.VECTOR_COSINE, Capability.VECTOR_DOT,
@@ -87,7 +91,7 @@ class QdrantBackend(Backend):
             self._handle, self._layout = handle, layout
             stored = self.read_meta("params")
             if stored:
-                layout.check(StoreParams(stored.get("dimension"), stored.get("metric", "cosine")))
+                layout.check(StoreParams.from_meta(stored))
         except BaseException:
             self._handle = self._layout = None
             release(handle)
@@ -122,11 +126,66 @@ class QdrantBackend(Backend):
         return codec.decode_meta(found[0].payload or {}) if found else None
 
     def write_meta(self, key: str, value: Any) -> None:
+        """Set `key`'s point in the meta collection (None deletes it)."""
         from qdrant_client import models
 
-        point = models.PointStruct(id=meta_point_id(key), vector={}, payload=codec.encode_meta(key, value))
         with self._writing():
+            if value is None:
+                self._client.delete(self.layout.meta, points_selector=models.PointIdsList(points=[meta_point_id(key)]))
+                return
+            point = models.PointStruct(id=meta_point_id(key), vector={}, payload=codec.encode_meta(key, value))
             self._client.upsert(self.layout.meta, [point])
+
+    # migrations --------------------------------------------------------------------
+    def migration_lock(self) -> MigrationLock:
+        """A lock file in the store's directory; in memory, a lock shared by the opens of the
+        store (one per private store); on a server, a lock record in the meta collection."""
+        if self.location.mode == "disk":
+            assert self.location.path is not None
+            return FileLock(Path(self.location.path) / f"{self.qdrant_options.prefix}migrate.lock")
+        if self.location.mode == "memory":
+            assert self._handle is not None, "the store is closed"
+            return self._handle.migration_lock
+        return super().migration_lock()
+
+    def tenants(self, kind: str) -> list[str | None]:
+        """The distinct `_t` values of the kind's collection, by a facet count (the server answers
+        from its tenant index; the local engine scans payloads, without decoding records)."""
+        record_type(kind)
+        with self._reading():
+            if not self.layout.exists(kind):
+                return []
+            name = self.layout.name(kind)
+            found = self._tenant_values(name)
+            if self.location.mode != "server":
+                assert self._handle is not None
+                self._handle.tenants[name] = set(found)  # exact now: sharpens `_sole_tenant`'s guess
+        return [value or None for value in found]
+
+    def _tenant_values(self, name: str) -> list[str]:
+        """The `_t` values in collection `name`: a facet count, or a payload scroll where the
+        server has no facet (before Qdrant 1.12) or no tenant index."""
+        try:
+            limit = FACET_PAGE
+            while True:
+                hits = self._client.facet(name, codec.TENANT, limit=limit, exact=True).hits
+                if len(hits) < limit:
+                    return [str(hit.value) for hit in hits if hit.count > 0]
+                limit *= 10
+        except Exception:
+            if self.location.mode != "server":
+                raise
+            return self._scrolled_tenant_values(name)
+
+    def _scrolled_tenant_values(self, name: str) -> list[str]:
+        present: set[str] = set()
+        offset: Any = None
+        while True:
+            points, offset = self._client.scroll(name, limit=SCROLL_PAGE, offset=offset,
+                                                 with_payload=[codec.TENANT], with_vectors=False)
+            present.update(p.payload[codec.TENANT] for p in points if p.payload)
+            if offset is None:
+                return list(present)
 
     # writing ---------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
@@ -198,15 +257,7 @@ class QdrantBackend(Backend):
         name = self.layout.name(kind)
         present = self._handle.tenants.get(name)
         if present is None:
-            present = set()
-            offset: Any = None
-            while True:
-                points, offset = self._client.scroll(name, limit=SCROLL_PAGE, offset=offset,
-                                                     with_payload=[codec.TENANT], with_vectors=False)
-                present.update(p.payload[codec.TENANT] for p in points if p.payload)
-                if offset is None:
-                    break
-            self._handle.tenants[name] = present
+            present = self._handle.tenants[name] = set(self._tenant_values(name))
         return present <= {codec.tenant_value(tenant)}
 
     def _scan(self, kind: str, tenant: str | None, where: Expr | None, payload: bool = True,
@@ -311,6 +362,8 @@ class QdrantServerBackend(QdrantBackend):
     """
 
     name: ClassVar[str] = "qdrant-server"
+    auto_migrate: ClassVar[bool] = False
+    """A shared server: opening a store never migrates it behind its other users' backs."""
     schemes: ClassVar[tuple[str, ...]] = ("qdrant+http", "qdrant+https")
     # large_state stays undeclared until a server run proves 5 MB payloads pass (gRPC limits).
     capabilities: ClassVar[frozenset[Capability]] = (

@@ -3,7 +3,8 @@
 Qdrant's local engine locks its directory against a second client (even in the same
 process), and a private in-memory client is invisible to any other; sharing the client
 lets several Store instances use one store, as the protocol expects. The handle's lock
-serialises this process's writes and read-modify-write updates. A shared in-memory store
+serialises this process's writes and read-modify-write updates; its `migration_lock` is the
+migration runners' lock of an in-memory store (every open of it shares it). A shared in-memory store
 lives as long as the process (like `memory://NAME`); a directory is released when its
 last Store closes, so another process may open it.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...core.errors import BackendError
+from ...migrations.locking import ProcessLock
 from .options import Location, QdrantOptions
 
 if TYPE_CHECKING:
@@ -32,6 +34,8 @@ class Handle:
     """Collections known to exist -> whether they have the embedding vector."""
     tenants: dict[str, set[str]] = field(default_factory=dict)
     """Local engine only (no other process writes): collection -> the `_t` values it may hold."""
+    migration_lock: ProcessLock = field(default_factory=ProcessLock)
+    """In-memory stores: the migration runners' lock, as shared as the store itself."""
     users: int = 0
 
 

@@ -12,15 +12,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...core import codec
 from ...core.capabilities import Capability
-from ...core.errors import ConfigError, StoreClosed
+from ...core.errors import ConfigError, StoreClosed, StoreTooNew
 from ...core.filters import Expr
 from ...core.protocol import Backend, Hit, OrderKey, apply_update
 from ...core.records import Record
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...core.vectorsearch import prepare_query
+from ...migrations.ledger import LEDGER_KEY
+from ...migrations.locking import FileLock, MigrationLock
+from ...migrations.model import LayoutMigration
 from . import schema
 from .connections import Connections, open_file
+from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, Layout, tenant_key
 from .sql_filters import INLINE_LIMIT, order_sql, where_sql
@@ -54,15 +58,14 @@ def database_path(url: StoreURL) -> Path:
     return Path(path).expanduser()
 
 
-def _ensure_layout(conn: sqlite3.Connection) -> None:
+def _bootstrap(conn: sqlite3.Connection) -> None:
+    """Create the meta table (home of the ledger); refuse a layout newer than this code's."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > schema.LAYOUT_VERSION:
-        raise ConfigError(
+    if version > NEWEST_USER_VERSION:
+        raise StoreTooNew(
             f"this SQLite store has layout version {version}, newer than this mnemostore understands "
-            f"({schema.LAYOUT_VERSION}); upgrade mnemostore")
-    if version < schema.LAYOUT_VERSION:
-        schema.create(conn)
-        conn.execute(f"PRAGMA user_version = {schema.LAYOUT_VERSION:d}")
+            f"({NEWEST_USER_VERSION}); upgrade mnemostore")
+    conn.execute(schema.META_DDL)
 
 
 class SQLiteBackend(Backend):
@@ -86,6 +89,7 @@ class SQLiteBackend(Backend):
     })
     options_model: ClassVar[type[BaseModel]] = SQLiteOptions
     requires: ClassVar[tuple[str, ...]] = ("sqlite3",)
+    layout_migrations: ClassVar[tuple[LayoutMigration, ...]] = HISTORY
 
     _db: Connections | None = None
     _cache: VectorCache | None = None
@@ -103,7 +107,7 @@ class SQLiteBackend(Backend):
         self._db = Connections(path, options.busy_timeout, options.synchronous)
         self._encoders = {kind: layout.row_encoder() for kind, layout in LAYOUTS.items()}
         try:
-            self._db.write(_ensure_layout)
+            self._db.write(_bootstrap)
         except BaseException:
             self._db.close()
             raise
@@ -138,6 +142,39 @@ class SQLiteBackend(Backend):
         text = orjson.dumps(value).decode()
         self.db.write(lambda conn: conn.execute(
             f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)", (key, text)))
+
+    # migrations ---------------------------------------------------------------------
+    def migration_lock(self) -> MigrationLock:
+        """A lock file beside the database: writers keep working while a migration waits."""
+        return FileLock(self.path.with_name(self.path.name + ".migrate-lock"))
+
+    def legacy_layout(self) -> str | None:
+        """Stores from before the ledger have layout 1 in `user_version` and no ledger row."""
+        def work(conn: sqlite3.Connection) -> str | None:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            return HISTORY[version - 1].id if version else None
+        return self.db.read(work)
+
+    def run_layout(self, migration: LayoutMigration, direction: Literal["up", "down"],
+                   ledger: Mapping[str, Any]) -> None:
+        """Statements and ledger row in one transaction: a failed step leaves no trace."""
+        step = migration.step(direction)
+        text = orjson.dumps(ledger).decode()
+
+        def work(conn: sqlite3.Connection) -> None:
+            if callable(step):
+                raise TypeError("SQLite layout steps are SQL statements")
+            for statement in step:
+                conn.execute(statement)
+            conn.execute(f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)", (LEDGER_KEY, text))
+
+        self.db.write(work)
+        self._cache = None
+
+    def tenants(self, kind: str) -> list[str | None]:
+        table = LAYOUTS[kind].table
+        rows = self.db.read_one(lambda conn: conn.execute(f"SELECT DISTINCT tenant FROM {table}").fetchall())
+        return [tenant or None for (tenant,) in rows]
 
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:

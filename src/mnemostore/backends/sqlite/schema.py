@@ -10,7 +10,6 @@ one, which lets the vector cache find what changed since it was built.
 from __future__ import annotations
 
 import operator
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,8 +20,6 @@ import orjson
 from ...core import codec
 from ...core.records import KINDS, Record, record_type
 
-LAYOUT_VERSION = 1
-"""Stored in `PRAGMA user_version`; bumped when the table layout changes."""
 META_TABLE = "mnemo_meta"
 EPOCH_TABLE = "mnemo_vector_epoch"
 """Per kind, a counter bumped whenever a vector is removed or changed in place."""
@@ -153,14 +150,8 @@ class Layout:
 LAYOUTS: dict[str, Layout] = {kind: Layout.of(kind) for kind in KINDS}
 
 
-def create(conn: sqlite3.Connection) -> None:
-    """Create every table and index that is missing (inside the caller's transaction)."""
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {EPOCH_TABLE} (kind TEXT PRIMARY KEY, epoch INTEGER NOT NULL)")
-    conn.executemany(f"INSERT OR IGNORE INTO {EPOCH_TABLE} (kind, epoch) VALUES (?, 0)", [(k,) for k in KINDS])
-    for layout in LAYOUTS.values():
-        for statement in layout.ddl():
-            conn.execute(statement)
+META_DDL = f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+"""The one table `open()` creates itself: it holds the ledger; everything else is a migration."""
 
 
 def tenant_key(tenant: str | None) -> str:

@@ -1,0 +1,392 @@
+"""`MnemostoreStore`: LangGraph's long-term memory store (`BaseStore`) on any mnemostore `Store`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
+)
+
+from ...core.capabilities import VECTOR_METRICS, Capability
+from ...core.errors import ConfigError, SchemaMismatch, ValidationError
+from ...core.filters import Expr, F, Or, all_of
+from ...core.jsonvalues import find_json_problem
+from ...core.records import Embedding, utcnow
+from ...core.store import Store
+from . import store_filters
+from . import store_mapping as mapping
+
+_CHUNK = 500
+"""Ids or items per store call when a batch touches many."""
+_ORDER = "-updated_at"
+"""Search without a query lists the most recently updated items first, as LangGraph's SQL stores do."""
+
+Namespace = tuple[str, ...]
+ItemKey = tuple[Namespace, str]
+
+
+@dataclass
+class _Plan:
+    """A batch, checked and split before anything is embedded or read."""
+
+    ops: list[Op]
+    puts: dict[ItemKey, PutOp] = field(default_factory=dict)
+    texts: dict[ItemKey, list[str]] = field(default_factory=dict)
+    queries: list[str] = field(default_factory=list)
+
+    def documents(self) -> list[str]:
+        """Every distinct text to embed, in first-seen order."""
+        return list(dict.fromkeys(text for texts in self.texts.values() for text in texts))
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """Records to read: `where` runs in the store; `keep` re-checks it all when `where` is not exact."""
+
+    where: Expr | None
+    exact: bool
+    keep: Callable[[Embedding], bool]
+
+
+class MnemostoreStore(BaseStore):
+    """LangGraph store items as mnemostore embedding records (layout: `store_mapping`), on any backend.
+
+    Prefixes and filters run in the store (and in vector search) as far as its capabilities allow; the
+    rest is checked here, never dropped. `index` enables `query` search as in InMemoryStore; `scope`
+    separates LangGraph stores sharing one mnemostore store. No TTL (`supports_ttl = False`).
+    """
+
+    supports_ttl: bool = False
+
+    def __init__(self, store: Store, *, index: IndexConfig | None = None, scope: str = "langgraph") -> None:
+        self.store = store
+        self.scope = mapping.check_scope(scope)
+        self.index_config: IndexConfig | None = None
+        self.embeddings: Embeddings | None = None
+        self._fields: list[tuple[str, str | list[str]]] = []
+        self._dims = 0
+        self._model = ""
+        if index:
+            self.index_config = index.copy()
+            self._dims = self._check_vectors(index.get("dims"))
+            embed = index.get("embed")
+            self.embeddings = ensure_embeddings(embed)
+            self._fields = [(path, path if path == "$" else tokenize_path(path))
+                            for path in index.get("fields") or ["$"]]
+            self._model = (embed if isinstance(embed, str) else None) or store.params.embedding_model or "unnamed"
+
+    def _check_vectors(self, dims: Any) -> int:
+        if type(dims) is not int or dims < 1:
+            raise ConfigError(f"index['dims'] must be a positive integer, not {dims!r}")
+        params = self.store.params
+        if params.dimension is not None and params.dimension != dims:
+            raise SchemaMismatch(f"index['dims'] is {dims} but this store holds {params.dimension}-dimensional "
+                                 "embeddings; use an embedding model of that dimension or another store")
+        if params.metric == "l2":
+            raise ConfigError("query search ranks by similarity, but this store's metric is 'l2'; "
+                              "use a store created with metric='cosine' (or 'dot')")
+        self.store.require(VECTOR_METRICS[params.metric], "MnemostoreStore query search")
+        return dims
+
+    # batches ------------------------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the ops: reads see the store as it was before the batch's writes (as in InMemoryStore)."""
+        plan = self._plan(ops)
+        documents = self._vectors(plan.documents(), self.embeddings.embed_documents if self.embeddings else None)
+        queries = {query: self.embeddings.embed_query(query) for query in plan.queries} if self.embeddings else {}
+        return self._run(plan, documents, queries)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """`batch` with the embeddings' async API; the store calls run in a worker thread."""
+        plan = self._plan(ops)
+        embeddings = self.embeddings
+        documents: dict[str, list[float]] = {}
+        queries: dict[str, list[float]] = {}
+        if embeddings is not None:
+            texts = plan.documents()
+            if texts:
+                documents = self._vectors(texts, None, await embeddings.aembed_documents(texts))
+            found = await asyncio.gather(*(embeddings.aembed_query(query) for query in plan.queries))
+            queries = dict(zip(plan.queries, found, strict=True))
+        return await asyncio.to_thread(self._run, plan, documents, queries)
+
+    def _plan(self, ops: Iterable[Op]) -> _Plan:
+        """Check every op before anything runs; keep the last put of each item."""
+        plan = _Plan([_normalised(op) for op in ops])
+        queries: dict[str, None] = {}
+        for op in plan.ops:
+            validate_op_namespace(op)
+            if isinstance(op, PutOp):
+                self._check_put(op)
+                plan.puts[(op.namespace, op.key)] = op
+            elif isinstance(op, SearchOp):
+                store_filters.check_filter(op.filter)
+                _check_page(op.limit, op.offset)
+                if op.query and self.embeddings is not None:
+                    queries[op.query] = None
+            elif isinstance(op, ListNamespacesOp):
+                _check_page(op.limit, op.offset)
+            elif isinstance(op, GetOp):
+                _check_key(op.key)
+        plan.queries = list(queries)
+        if self.embeddings is not None:
+            for item_key, op in plan.puts.items():
+                if op.value is not None and op.index is not False:
+                    plan.texts[item_key] = self._texts(dict(op.value), op.index)
+        return plan
+
+    def _check_put(self, op: PutOp) -> None:
+        if op.ttl is not None:
+            raise NotImplementedError(f"TTL is not supported by {type(self).__name__}. "
+                                      "Use a store implementation that supports TTL or set ttl=None.")
+        _check_key(op.key)
+        if op.value is not None:
+            mapping.check_namespace(self.scope, op.namespace)
+            problem = find_json_problem(op.value, "value")
+            if problem is not None:
+                raise ValidationError([problem])
+
+    def _texts(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
+        """The texts to embed, in path order; "$" is the whole value as JSON (as InMemoryStore embeds it)."""
+        paths = self._fields if index is None else [(path, path if path == "$" else tokenize_path(path))
+                                                     for path in index]
+        return [text for _, tokens in paths for text in get_text_at_path(value, tokens)]
+
+    def _vectors(self, texts: list[str], embed: Callable[[list[str]], list[list[float]]] | None,
+                 vectors: Sequence[Sequence[float]] | None = None) -> dict[str, list[float]]:
+        if not texts:
+            return {}
+        if vectors is None:
+            assert embed is not None
+            vectors = embed(texts)
+        if len(vectors) != len(texts):
+            raise ValidationError.one("index.embed", f"returned {len(vectors)} vectors for {len(texts)} texts")
+        for vector in vectors:
+            if len(vector) != self._dims:
+                raise ValidationError.one(
+                    "index.embed", f"returned a {len(vector)}-dimensional vector, but index['dims'] is {self._dims}")
+        return {text: list(vector) for text, vector in zip(texts, vectors, strict=True)}
+
+    def _run(self, plan: _Plan, documents: dict[str, list[float]], queries: dict[str, list[float]]) -> list[Result]:
+        results: list[Result] = [None] * len(plan.ops)
+        gets = [(i, op) for i, op in enumerate(plan.ops) if isinstance(op, GetOp)]
+        if gets:
+            found = self._items([(op.namespace, op.key) for _, op in gets])
+            for i, get in gets:
+                results[i] = found.get((get.namespace, get.key))
+        for i, op in enumerate(plan.ops):
+            if isinstance(op, SearchOp):
+                results[i] = self._search(op, queries.get(op.query) if op.query else None)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = self._list_namespaces(op)
+        if plan.puts:
+            self._write(plan, documents)
+        return results
+
+    # reading ------------------------------------------------------------------------------
+    def _records(self, item_keys: Sequence[ItemKey]) -> dict[ItemKey, Embedding]:
+        """The records of these items that exist (their own records, not their shards)."""
+        ids = {mapping.item_id(self.scope, ns, key): (ns, key) for ns, key in item_keys}
+        found: dict[ItemKey, Embedding] = {}
+        wanted = list(ids)
+        for start in range(0, len(wanted), _CHUNK):
+            for record in self.store.embeddings.get_many(wanted[start:start + _CHUNK], vectors=False):
+                item_key = ids[record.id]
+                if mapping.where_it_lives(record) == item_key:
+                    found[item_key] = record
+        return found
+
+    def _items(self, item_keys: Sequence[ItemKey]) -> dict[ItemKey, Item]:
+        return {item_key: mapping.to_item(record) for item_key, record in self._records(item_keys).items()}
+
+    def _search(self, op: SearchOp, query: list[float] | None) -> list[SearchItem]:
+        if op.limit == 0:
+            return []
+        end = op.offset + op.limit
+        if query is None:
+            return [mapping.to_search_item(r, None) for r in self._plain(op, end)[op.offset:]]
+        scored = self._nearest(op, query, end)
+        page = [mapping.to_search_item(record, score) for record, score in scored[op.offset:end]]
+        if len(scored) < end:  # every scored item is in: items without a vector follow, as in InMemoryStore
+            skip = max(0, op.offset - len(scored))
+            rest = self._plain(op, skip + end - max(op.offset, len(scored)), unvectored=True)[skip:]
+            page += [mapping.to_search_item(record, None) for record in rest]
+        return page
+
+    def _plain(self, op: SearchOp, count: int, *, unvectored: bool = False) -> list[Embedding]:
+        """The first `count` matching items, most recently updated first."""
+        if count <= 0:
+            return []
+        chosen = self._select([mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
+        if chosen.exact:
+            return self.store.embeddings.query(chosen.where, order_by=_ORDER, limit=count, vectors=False).items
+        rows = self.store.embeddings.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK),
+                                             vectors=False)
+        return list(islice((r for r in rows if chosen.keep(r)), count))
+
+    def _nearest(self, op: SearchOp, query: list[float], count: int) -> list[tuple[Embedding, float]]:
+        """The best `count` items by their best vector, best first: k grows until enough distinct items match."""
+        pushed = Capability.VECTOR_FILTERED in self.store.capabilities
+        chosen = self._select([mapping.item_root(self.scope), mapping.shard_root(self.scope)], op, pushed=pushed)
+        k = count
+        while True:
+            hits = self.store.embeddings.search(query, k, where=chosen.where, vectors=False)
+            best: dict[str, tuple[Embedding, float]] = {}
+            for hit in hits:
+                record: Embedding = hit.record  # type: ignore[assignment]
+                if chosen.exact or chosen.keep(record):
+                    best.setdefault(mapping.owner_id(record.id), (record, hit.score))
+            if len(best) >= count or len(hits) < k:
+                return list(best.values())[:count]
+            k *= 2
+
+    def _select(self, roots: list[str], op: SearchOp, *, pushed: bool, unvectored: bool = False) -> _Selection:
+        """What the store can run of (namespace prefix, filter, no vector) and the full check."""
+        caps = self.store.capabilities
+        starts = [root + mapping.encode_namespace(op.namespace_prefix) for root in roots]
+        filter = op.filter
+
+        def keep(record: Embedding) -> bool:
+            return (record.namespace.startswith(tuple(starts)) and (not unvectored or record.model == "")
+                    and store_filters.matches(record.metadata, filter))
+
+        if not pushed:
+            return _Selection(None, False, keep)
+        parts: list[Expr | None] = [F.model == "" if unvectored else None]
+        exact = True
+        if Capability.FILTER_RANGE in caps:
+            ranges = [(F.namespace >= start) & (F.namespace < mapping.upper_bound(start)) for start in starts]
+            parts.append(ranges[0] if len(ranges) == 1 else Or(tuple(ranges)))
+        else:
+            exact = False
+        if filter:
+            if Capability.FILTER_METADATA in caps:
+                expr, exact_filter = store_filters.push_down(filter)
+                parts.append(expr)
+                exact = exact and exact_filter
+            else:
+                exact = False
+        return _Selection(all_of(*parts), exact, keep)
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
+        conditions = op.match_conditions or ()
+        depth = op.max_depth
+        literal: list[str] = []
+        for condition in conditions:  # the longest wildcard-free start of a prefix condition bounds the scan
+            if condition.match_type == "prefix":
+                head = list(condition.path[:condition.path.index("*")] if "*" in condition.path else condition.path)
+                literal = max(literal, head, key=len)
+        root = mapping.item_root(self.scope)
+        start = root + mapping.encode_namespace(literal)
+        found: set[Namespace] = set()
+        if Capability.FILTER_RANGE in self.store.capabilities:
+            above: Expr = F.namespace >= start
+            while (record := self.store.embeddings.first(above & (F.namespace < mapping.upper_bound(start)),
+                                                         order_by="namespace", vectors=False)) is not None:
+                namespace = mapping.decode_namespace(record.namespace[len(root):])
+                above = F.namespace > record.namespace
+                if all(_matches_condition(c, namespace) for c in conditions):
+                    found.add(namespace)
+                    if depth is not None and 0 <= depth <= len(namespace):  # skip what truncates to the same
+                        above = F.namespace >= mapping.upper_bound(root + mapping.encode_namespace(namespace[:depth]))
+        else:
+            for record in self.store.embeddings.iterate(None, order_by="namespace", vectors=False):
+                if record.namespace.startswith(start):
+                    namespace = mapping.decode_namespace(record.namespace[len(root):])
+                    if all(_matches_condition(c, namespace) for c in conditions):
+                        found.add(namespace)
+        if depth is not None:
+            found = {namespace[:depth] for namespace in found}
+        return sorted(found)[op.offset:op.offset + op.limit]
+
+    # writing ------------------------------------------------------------------------------
+    def _write(self, plan: _Plan, documents: dict[str, list[float]]) -> None:
+        """Deletes, then puts (each one store call per chunk); a put keeps the item's `created_at`."""
+        existing = self._records(list(plan.puts))
+        now = utcnow()
+        doomed = [mapping.item_id(self.scope, ns, key) for (ns, key), op in plan.puts.items() if op.value is None]
+        reindexed = [item_key for item_key, record in existing.items() if record.model]  # may have shards
+        records: list[Embedding] = []
+        for (ns, key), op in plan.puts.items():
+            if op.value is not None:
+                vectors = [documents[text] for text in plan.texts.get((ns, key), [])]
+                old = existing.get((ns, key))
+                records += mapping.records_for(self.scope, ns, key, dict(op.value), vectors, self._model,
+                                               old.created_at if old else now, now)
+        embeddings = self.store.embeddings
+        for start in range(0, len(reindexed), _CHUNK):
+            embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
+        for start in range(0, len(doomed), _CHUNK):
+            embeddings.delete(doomed[start:start + _CHUNK])
+        if records:
+            embeddings.put(records)
+
+    def __repr__(self) -> str:
+        return f"<MnemostoreStore scope={self.scope!r} {self.store!r}>"
+
+
+def _shards_of(scope: str, item_keys: Sequence[ItemKey]) -> Expr:
+    """The shard records of these items: their namespace and key, grouped by namespace."""
+    keys: dict[Namespace, list[str]] = {}
+    for ns, key in item_keys:
+        keys.setdefault(ns, []).append(key)
+    parts = [(F.namespace == mapping.shard_root(scope) + mapping.encode_namespace(ns)) & F.text.in_(names)
+             for ns, names in keys.items()]
+    return parts[0] if len(parts) == 1 else Or(tuple(parts))
+
+
+def _matches_condition(condition: MatchCondition, namespace: Namespace) -> bool:
+    """LangGraph's prefix/suffix match, "*" matching any one label."""
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    ends = namespace[:len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path):]
+    return all(p == "*" or p == label for p, label in zip(path, ends, strict=True))
+
+
+def _normalised(op: Op) -> Op:
+    """The op with tuple namespaces and a plain dict value (LangGraph accepts any sequence and mapping)."""
+    if isinstance(op, GetOp):
+        got: Op = op._replace(namespace=tuple(op.namespace))
+        return got
+    if isinstance(op, PutOp):
+        if op.value is not None and not isinstance(op.value, Mapping):
+            raise ValidationError.one("value", f"must be a dict or None, not {type(op.value).__name__}")
+        return op._replace(namespace=tuple(op.namespace), value=None if op.value is None else dict(op.value))
+    if isinstance(op, SearchOp):
+        return op._replace(namespace_prefix=tuple(op.namespace_prefix))
+    if isinstance(op, ListNamespacesOp):
+        return op
+    raise ValueError(f"Unknown operation type: {type(op)}")
+
+
+def _check_key(key: Any) -> None:
+    if not isinstance(key, str):
+        raise ValidationError.one("key", f"must be a string, not {type(key).__name__}")
+    mapping.check_key(key)
+
+
+def _check_page(limit: Any, offset: Any) -> None:
+    for name, value in (("limit", limit), ("offset", offset)):
+        if type(value) is not int or value < 0:
+            raise ValidationError.one(name, f"must be a non-negative integer, not {value!r}")

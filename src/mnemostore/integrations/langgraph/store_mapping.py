@@ -1,0 +1,130 @@
+"""How LangGraph store items map onto mnemostore `Embedding` records, reversibly.
+
+An item is one record: `namespace` = the scope, ":" and each label escaped and ended by "/"
+(so a namespace prefix is a string prefix, and ("a", "b") never meets ("a/b",)); `text` = the
+key; `metadata` = the value (filters reach its top-level keys); `embedding` = its first vector;
+`model` = the embedding model, or "" when the item has no vector. The record id is a hash of
+(scope, namespace, key). An item indexed with several texts keeps each further vector in a
+shard record (id `<item id>#<n>`, namespace under "<scope>#", same text and value).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+from langgraph.store.base import Item, SearchItem
+
+from ...core.errors import ConfigError, ValidationError
+from ...core.jsonvalues import check_text
+from ...core.records import Embedding
+
+ITEM_MARK = ":"
+SHARD_MARK = "#"
+_SCOPE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_AFTER_SCOPE = re.compile(f"[{ITEM_MARK}{SHARD_MARK}]")
+_MAX_NAMESPACE = 512
+"""The `namespace` field is an identifier of at most 512 characters."""
+
+
+def check_scope(scope: str) -> str:
+    """A scope names one LangGraph store inside a mnemostore store; its characters never clash with the marks."""
+    if not isinstance(scope, str) or not _SCOPE.fullmatch(scope):
+        raise ConfigError(f"scope {scope!r} must be 1-64 letters, digits, '_' or '-'")
+    return scope
+
+
+def _escape(label: str) -> str:
+    return label.replace("%", "%25").replace("/", "%2F")
+
+
+def _unescape(label: str) -> str:
+    return label.replace("%2F", "/").replace("%25", "%")
+
+
+def encode_namespace(namespace: Sequence[str]) -> str:
+    """Each label escaped and followed by "/": ("a", "b/c") -> "a/b%2Fc/"."""
+    return "".join(_escape(label) + "/" for label in namespace)
+
+
+def decode_namespace(encoded: str) -> tuple[str, ...]:
+    return tuple(_unescape(label) for label in encoded.split("/")[:-1])
+
+
+def item_root(scope: str) -> str:
+    return scope + ITEM_MARK
+
+
+def shard_root(scope: str) -> str:
+    return scope + SHARD_MARK
+
+
+def upper_bound(prefix: str) -> str:
+    """The least string above every string that starts with `prefix` (which ends in an ASCII mark)."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def item_id(scope: str, namespace: Sequence[str], key: str) -> str:
+    digest = hashlib.sha256(orjson.dumps([scope, list(namespace), key])).hexdigest()[:40]
+    return f"{scope}{ITEM_MARK}{digest}"
+
+
+def owner_id(record_id: str) -> str:
+    """The item id a record (the item's own or one of its shards) belongs to."""
+    return record_id.split(SHARD_MARK, 1)[0]
+
+
+def check_key(key: str) -> None:
+    problem = check_text(key)
+    if problem is not None:
+        raise ValidationError.one("key", f"{key!r} {problem}")
+
+
+def check_namespace(scope: str, namespace: Sequence[str]) -> None:
+    """An item's namespace must fit the record's `namespace` field once encoded."""
+    encoded = shard_root(scope) + encode_namespace(namespace)
+    if len(encoded) > _MAX_NAMESPACE:
+        raise ValidationError.one(
+            "namespace", f"{tuple(namespace)!r} is too long: encoded it must fit in {_MAX_NAMESPACE} characters")
+    problem = check_text(encoded)
+    if problem is not None:
+        raise ValidationError.one("namespace", f"{tuple(namespace)!r} {problem}")
+
+
+def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
+                vectors: Sequence[Any], model: str, created_at: datetime, updated_at: datetime) -> list[Embedding]:
+    """The item's record (with its first vector) and one shard per further vector."""
+    encoded = encode_namespace(namespace)
+    ident = item_id(scope, namespace, key)
+    common: dict[str, Any] = {"text": key, "metadata": value, "created_at": created_at, "updated_at": updated_at}
+    try:
+        records = [Embedding(id=ident, namespace=item_root(scope) + encoded, model=model if vectors else "",
+                             embedding=vectors[0] if vectors else None, **common)]
+        records += [Embedding(id=f"{ident}{SHARD_MARK}{n}", namespace=shard_root(scope) + encoded, model=model,
+                              embedding=vector, **common) for n, vector in enumerate(vectors[1:], start=1)]
+    except ValidationError as exc:
+        raise ValidationError([(field.replace("metadata", "value", 1), message) for field, message in exc.errors]
+                              ) from None
+    return records
+
+
+def where_it_lives(record: Embedding) -> tuple[tuple[str, ...], str]:
+    """(namespace, key) of an item's record or shard."""
+    encoded = _AFTER_SCOPE.split(record.namespace, 1)[1]  # the scope holds neither mark
+    return decode_namespace(encoded), record.text
+
+
+def to_item(record: Embedding) -> Item:
+    namespace, key = where_it_lives(record)
+    return Item(value=record.metadata, key=key, namespace=namespace,
+                created_at=record.created_at, updated_at=record.updated_at)
+
+
+def to_search_item(record: Embedding, score: float | None) -> SearchItem:
+    namespace, key = where_it_lives(record)
+    return SearchItem(namespace=namespace, key=key, value=record.metadata, created_at=record.created_at,
+                      updated_at=record.updated_at, score=score)

@@ -1,0 +1,198 @@
+"""What a migration is: a layout step of one backend, or a record step run on every backend.
+
+Each migration has an id, the ids it must come after, and a checksum of its normalised
+content (SQL text, or the source of its functions and their parameters), which the ledger
+keeps so an edited migration is noticed instead of silently skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import re
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import CodeType
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..core.errors import ConfigError
+from ..core.records import KINDS, Record
+
+if TYPE_CHECKING:
+    from ..core.protocol import Backend
+
+Direction = Literal["up", "down"]
+Layer = Literal["layout", "records"]
+
+LayoutStep = Sequence[str] | Callable[["Backend"], None]
+"""SQL statements (run by a SQL backend's `run_layout`) or a function of the open backend."""
+RecordChange = Callable[[Record], Mapping[str, Any] | None]
+"""A record's field changes (`{"metadata": {...}}`), or None to leave it as it is."""
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+
+
+def normalise(text: str) -> str:
+    """Content as compared by checksums: dedented, whitespace runs collapsed."""
+    return re.sub(r"\s+", " ", textwrap.dedent(text)).strip()
+
+
+def _describe_const(value: object) -> str:
+    """A code constant as the same text in every process (no addresses, no set order)."""
+    if isinstance(value, CodeType):
+        consts = ";".join(map(_describe_const, value.co_consts))
+        return f"code({value.co_code.hex()}|{','.join(value.co_names)}|{consts})"
+    if isinstance(value, tuple | frozenset):
+        items = [_describe_const(item) for item in value]
+        return f"{type(value).__name__}({','.join(sorted(items) if isinstance(value, frozenset) else items)})"
+    return repr(value)
+
+
+def describe_step(step: LayoutStep | RecordChange | None) -> str:
+    """The normalised content of one step: its statements, or its function's source (a
+    partial's function and arguments; a callable object's class)."""
+    if step is None:
+        return ""
+    if isinstance(step, functools.partial):
+        return f"partial {describe_step(step.func)} {step.args!r} {sorted(step.keywords.items())!r}"
+    if callable(step):
+        target = step if inspect.isroutine(step) or inspect.isclass(step) else type(step)
+        try:
+            return normalise(inspect.getsource(target))
+        except (OSError, TypeError):  # defined interactively: fall back to the code object
+            code = getattr(target, "__code__", None)
+            return f"{getattr(target, '__qualname__', '?')}:{_describe_const(code) if code else ''}"
+    return ";\n".join(normalise(statement) for statement in step)
+
+
+def _check_id(value: str, what: str) -> None:
+    if not isinstance(value, str) or not _ID.match(value):
+        raise ConfigError(f"{what} {value!r} is not a valid migration id (letters, digits, '_.:-', max 200)")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """Fields shared by both layers. `after` names the migrations this one must follow."""
+
+    id: str
+    after: tuple[str, ...] = ()
+    description: str = ""
+    checksum: str = field(init=False, default="")
+
+    layer: Layer = field(init=False, default="layout")
+
+    def __post_init__(self) -> None:
+        _check_id(self.id, "migration id")
+        object.__setattr__(self, "after", tuple(self.after))
+        for dependency in self.after:
+            _check_id(dependency, f"dependency of {self.id}:")
+        digest = hashlib.sha256(self.content().encode()).hexdigest()
+        object.__setattr__(self, "checksum", digest)
+
+    def content(self) -> str:
+        """What the checksum covers."""
+        raise NotImplementedError
+
+    @property
+    def reversible(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def transactional(self) -> bool:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class LayoutMigration(Migration):
+    """One change to a backend's storage layout (tables, indexes, collections).
+
+    A backend lists its layout history, oldest first, in `Backend.layout_migrations`; each
+    implicitly comes after the one before it. `atomic=False` declares a step the engine
+    cannot run in a transaction with its ledger write (e.g. `CREATE INDEX CONCURRENTLY`).
+    """
+
+    backend: str = ""
+    up: LayoutStep = ()
+    down: LayoutStep | None = None
+    atomic: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer", "layout")
+        if not self.backend:
+            raise ConfigError(f"layout migration {self.id!r} must name its backend")
+        if not callable(self.up):
+            object.__setattr__(self, "up", tuple(self.up))
+        if self.down is not None and not callable(self.down):
+            object.__setattr__(self, "down", tuple(self.down))
+        super().__post_init__()
+
+    def content(self) -> str:
+        return f"layout {self.backend}\nup: {describe_step(self.up)}\ndown: {describe_step(self.down)}"
+
+    @property
+    def reversible(self) -> bool:
+        return self.down is not None
+
+    @property
+    def transactional(self) -> bool:
+        return self.atomic
+
+    def step(self, direction: Direction) -> LayoutStep:
+        step = self.up if direction == "up" else self.down
+        if step is None:
+            raise ConfigError(f"layout migration {self.id!r} cannot be reverted")
+        return step
+
+    def sql(self, direction: Direction = "up") -> list[str]:
+        """The statements of one direction (empty for a function step), for `plan --sql`."""
+        step = self.up if direction == "up" else self.down
+        return [] if step is None or callable(step) else list(step)
+
+
+@dataclass(frozen=True)
+class RecordMigration(Migration):
+    """A change to records, written once against the protocol and run on every backend.
+
+    `change` maps a record to its field changes (or None); it runs in batches of
+    `batch_size` in id order per kind and tenant, resumable after an interruption, so it
+    must be idempotent (applying it to an already-changed record changes nothing).
+    `parameters` joins the function's source in the checksum.
+    """
+
+    kinds: tuple[str, ...] = KINDS
+    change: RecordChange | None = None
+    revert: RecordChange | None = None
+    parameters: tuple[Any, ...] = ()
+    batch_size: int = 500
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer", "records")
+        object.__setattr__(self, "kinds", tuple(self.kinds))
+        unknown = [kind for kind in self.kinds if kind not in KINDS]
+        if unknown or not self.kinds:
+            raise ConfigError(f"record migration {self.id!r}: unknown kinds {unknown}; known: {', '.join(KINDS)}")
+        if self.change is None:
+            raise ConfigError(f"record migration {self.id!r} needs a change function")
+        if type(self.batch_size) is not int or self.batch_size < 1:
+            raise ConfigError(f"record migration {self.id!r}: batch_size must be a positive integer")
+        super().__post_init__()
+
+    def content(self) -> str:
+        return (f"records {','.join(self.kinds)} {self.parameters!r}\nchange: {describe_step(self.change)}"
+                f"\nrevert: {describe_step(self.revert)}")
+
+    @property
+    def reversible(self) -> bool:
+        return self.revert is not None
+
+    @property
+    def transactional(self) -> bool:
+        return False
+
+    def function(self, direction: Direction) -> RecordChange:
+        function = self.change if direction == "up" else self.revert
+        if function is None:
+            raise ConfigError(f"record migration {self.id!r} cannot be reverted")
+        return function

@@ -1,0 +1,141 @@
+"""Record migrations: run a change over every record of some kinds, on any backend.
+
+Work goes kind by kind, tenant by tenant, in id order and in batches; after each batch the
+position is saved in the store's metadata, so an interrupted run resumes after the last
+finished batch. Timestamps are left as they were unless the change sets them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError as PydanticValidationError
+
+from ..core.errors import MigrationError, MnemostoreError, ValidationError
+from ..core.records import KINDS, Record, convert_validation_error
+from .ledger import PROGRESS_KEY
+from .model import Direction, RecordChange, RecordMigration, describe_step
+from .progress import Progress
+from .streams import Position, batches, chosen_kinds, kind_count
+
+if TYPE_CHECKING:
+    from ..core.protocol import Backend
+
+
+def changed_record(record: Record, changes: Mapping[str, Any]) -> Record:
+    """`record` with `changes` applied, validated like any record written to a store."""
+    cls = type(record)
+    unknown = [name for name in changes if name not in cls.model_fields or name in ("id", "tenant_id")]
+    if unknown:
+        raise ValidationError.one(unknown[0], "is not a field a record migration can change")
+    try:
+        changed: Record = cls.model_validate({**record.__dict__, **changes})
+    except PydanticValidationError as exc:
+        raise convert_validation_error(exc) from None
+    return changed
+
+
+def run_records(backend: Backend, migration: RecordMigration, direction: Direction,
+                keep_alive: Callable[[], None], progress: Progress) -> int:
+    """Apply (or revert) `migration` to every record it covers; return how many changed."""
+    function = migration.function(direction)
+    positions = dict(backend.read_meta(PROGRESS_KEY) or {})
+    saved = positions.get(migration.id)
+    start = Position.from_json(saved) if isinstance(saved, dict) and saved.get("direction") == direction else None
+    if start is not None and start.kind not in migration.kinds:
+        start = None  # the migration's kinds were edited since: start again (its change is idempotent)
+    changed_count = 0
+    for kind in chosen_kinds(migration.kinds):
+        if start is not None and KINDS.index(kind) < KINDS.index(start.kind):
+            continue
+        progress.begin(f"{migration.id} {kind}", kind_count(backend, kind))
+        for tenant, page in batches(backend, kind, migration.batch_size, start):
+            replaced = [record for record in (_apply(migration, function, r) for r in page) if record is not None]
+            if replaced:
+                backend.put(kind, replaced)
+            changed_count += len(replaced)
+            positions[migration.id] = {**Position(kind, tenant, page[-1].id).to_json(), "direction": direction}
+            backend.write_meta(PROGRESS_KEY, positions)
+            keep_alive()
+            progress.advance(len(page))
+        progress.end()
+    positions.pop(migration.id, None)
+    backend.write_meta(PROGRESS_KEY, positions or None)
+    return changed_count
+
+
+def _apply(migration: RecordMigration, function: RecordChange, record: Record) -> Record | None:
+    where = f"record migration {migration.id!r} on {record.kind} {record.id!r}"
+    try:
+        changes = function(record)
+    except MnemostoreError:
+        raise
+    except Exception as exc:
+        raise MigrationError(f"{where} failed: {type(exc).__name__}: {exc}; fix it and run `migrate up` "
+                             "again: it resumes after the last finished batch") from exc
+    if not changes:
+        return None
+    try:
+        return changed_record(record, changes)
+    except ValidationError as exc:
+        raise MigrationError(f"{where} produced an invalid record: {exc}") from None
+
+
+def add_metadata_default(id: str, key: str, value: Any, *, kinds: Sequence[str] = KINDS,
+                         after: Sequence[str] = ()) -> RecordMigration:
+    """Give every record without metadata `key` the value `value` (reverting removes it)."""
+
+    def change(record: Record) -> dict[str, Any] | None:
+        return None if key in record.metadata else {"metadata": {**record.metadata, key: value}}
+
+    def revert(record: Record) -> dict[str, Any] | None:
+        if record.metadata.get(key, _MISSING) != value:
+            return None
+        return {"metadata": {k: v for k, v in record.metadata.items() if k != key}}
+
+    return RecordMigration(id, after=tuple(after), kinds=tuple(kinds), change=change, revert=revert,
+                           parameters=("add_metadata_default", key, value),
+                           description=f"metadata[{key!r}] defaults to {value!r}")
+
+
+def rename_metadata_key(id: str, old: str, new: str, *, kinds: Sequence[str] = KINDS,
+                        after: Sequence[str] = ()) -> RecordMigration:
+    """Move metadata key `old` to `new` wherever `new` is not already set (reversible)."""
+
+    def move(source: str, target: str) -> RecordChange:
+        def change(record: Record) -> dict[str, Any] | None:
+            if source not in record.metadata or target in record.metadata:
+                return None
+            metadata = {k: v for k, v in record.metadata.items() if k != source}
+            return {"metadata": {**metadata, target: record.metadata[source]}}
+        return change
+
+    return RecordMigration(id, after=tuple(after), kinds=tuple(kinds), change=move(old, new), revert=move(new, old),
+                           parameters=("rename_metadata_key", old, new),
+                           description=f"metadata key {old!r} renamed to {new!r}")
+
+
+def recompute(id: str, field: str, function: Callable[[Record], Any], *, kinds: Sequence[str] = KINDS,
+              after: Sequence[str] = ()) -> RecordMigration:
+    """Set `field` to `function(record)` on every record (metadata keys as `metadata.KEY`).
+
+    `function` must depend only on fields other than the one it sets, so re-running it is
+    harmless; its source is part of the checksum.
+    """
+    metadata_key = field.removeprefix("metadata.") if field.startswith("metadata.") else None
+
+    def change(record: Record) -> dict[str, Any] | None:
+        value = function(record)
+        if metadata_key is not None:
+            if record.metadata.get(metadata_key, _MISSING) == value:
+                return None
+            return {"metadata": {**record.metadata, metadata_key: value}}
+        return None if getattr(record, field) == value else {field: value}
+
+    return RecordMigration(id, after=tuple(after), kinds=tuple(kinds), change=change,
+                           parameters=("recompute", field, describe_step(function)),
+                           description=f"{field} recomputed")
+
+
+_MISSING = object()

@@ -1,0 +1,398 @@
+"""Migrations: every store keeps a ledger, record migrations reach every covered record of every
+tenant exactly once, and what must not run silently (an edited migration, other parameters, a
+layout from a newer mnemostore, a second runner) is refused with the fix in the message.
+
+The record migration that counts its runs (`workers.counting_migration`) is not idempotent on
+purpose: a record it changed twice reads 2, so "exactly once" is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pytest
+
+from ...core.capabilities import Capability
+from ...core.errors import (
+    ChecksumMismatch,
+    LockHeld,
+    MigrationError,
+    MnemostoreError,
+    PendingMigrations,
+    SchemaMismatch,
+    StoreTooNew,
+)
+from ...core.records import Record
+from ...core.store import Store
+from ...core.url import StoreURL
+from ...migrations.ledger import LEDGER_KEY, PROGRESS_KEY, Ledger, LedgerEntry, whoami
+from ...migrations.locking import holding
+from ...migrations.records import add_metadata_default, rename_metadata_key
+from ...migrations.runner import Runner
+from ..factories import make, vectors
+from ..oracle import assert_same_records
+from ..requirements import requires, since
+from ..subprocesses import WAIT_SECONDS, workers_running
+from ..workers import counting_migration
+
+TENANTS: tuple[str | None, ...] = (None, "t2")
+COVERED = ("outcome", "heuristic")
+"""The kinds the suite's record migrations change; `anti_pattern` records must stay as they were."""
+UNCOVERED = ("anti_pattern",)
+DIMENSION = 8
+LOCK_WAIT = 0.3
+PROCESSES = 3
+
+Written = dict[tuple[str | None, str], list[Record]]
+"""(tenant, kind) -> records as read back."""
+
+
+def tenant_stores(open_store: Callable[..., Store], **options: Any) -> dict[str | None, Store]:
+    """One open store per tenant of `TENANTS`: the default tenant and "t2"."""
+    return {tenant: open_store(tenant=tenant, **options) for tenant in TENANTS}
+
+
+def seed(stores: Mapping[str | None, Store], kinds: Iterable[str], n: int = 7) -> Written:
+    """n records of each kind in each tenant (odd ones with an embedding); returns them read back."""
+    matrix = vectors(n, DIMENSION, seed=43)
+    kinds = tuple(kinds)
+    for store in stores.values():
+        for kind in kinds:
+            store.collection(kind).put([make(kind, i, embedding=matrix[i] if i % 2 else None) for i in range(n)])
+    return read_back(stores, kinds, n)
+
+
+def read_back(stores: Mapping[str | None, Store], kinds: Iterable[str], n: int = 7) -> Written:
+    """The records `seed` wrote, as each tenant's store reads them now."""
+    found: Written = {}
+    for tenant, store in stores.items():
+        for kind in kinds:
+            got = store.collection(kind).get_many([make(kind, i).id for i in range(n)])
+            assert len(got) == n, f"{kind} records of tenant {tenant!r} went missing: {len(got)} of {n} left"
+            found[(tenant, kind)] = [r for r in got if r is not None]
+    return found
+
+
+def assert_same_stores(actual: Written, expected: Written) -> None:
+    """Every (tenant, kind) holds the expected records, field for field."""
+    assert actual.keys() == expected.keys()
+    for key in expected:
+        assert_same_records(actual[key], expected[key])
+
+
+def renamed(record: Record, old: str, new: str) -> Record:
+    """`record` as `rename_metadata_key(old, new)` should leave it: nothing else changed."""
+    metadata = {k: v for k, v in record.metadata.items() if k != old}
+    return record.model_copy(update={"metadata": {**metadata, new: record.metadata[old]}})
+
+
+def runs(stores: Mapping[str | None, Store], count: int) -> dict[str | None, dict[str, int]]:
+    """How often the counting migration changed each of the first `count` heuristics, per tenant."""
+    found: dict[str | None, dict[str, int]] = {}
+    for tenant, store in stores.items():
+        got = store.heuristics.get_many([make("heuristic", i).id for i in range(count)])
+        assert len(got) == count, f"heuristics of tenant {tenant!r} went missing"
+        found[tenant] = {r.id: r.metadata.get("runs", 0) for r in got if r is not None}
+    return found
+
+
+def each_run_once(count: int) -> dict[str | None, dict[str, int]]:
+    """What `runs` reads when the counting migration changed every record exactly once."""
+    return {tenant: {make("heuristic", i).id: 1 for i in range(count)} for tenant in TENANTS}
+
+
+def entries(store: Store, id: str) -> list[LedgerEntry]:
+    """The ledger entries for migration `id` (one if applied: never two)."""
+    return [entry for entry in Ledger.read(store.backend).entries if entry.id == id]
+
+
+def seed_heuristics(stores: Mapping[str | None, Store], count: int) -> None:
+    """The same `count` heuristics in each tenant, for the counting migration."""
+    for store in stores.values():
+        store.heuristics.put([make("heuristic", i) for i in range(count)])
+
+
+class MigrationClauses:
+    @since("1.1")
+    def test_a_new_store_has_a_migration_ledger_holding_its_whole_layout(
+            self, open_store: Callable[..., Store]) -> None:
+        store = open_store()
+        status = Runner(store.backend).status()
+        assert status.ledger_exists, "opening a new store must write its migration ledger"
+        assert status.pending == (), f"a new store has pending migrations: {[m.id for m in status.pending]}"
+        assert status.current and not status.changed and not status.too_new
+        layout = [m.id for m in type(store.backend).layout_migrations]
+        applied = {entry.id: entry for entry in status.applied}
+        assert [id for id in applied if id in layout] == layout, "the layout steps are not all applied, in order"
+        assert all(applied[id].layer == "layout" and applied[id].how == "applied" for id in layout)
+        again = open_store()
+        assert Runner(again.backend).status().applied == status.applied, "opening again changed the ledger"
+
+    @since("1.1")
+    @pytest.mark.parametrize("via", ["open", "runner"])
+    def test_a_record_migration_changes_each_covered_record_of_every_tenant_once_and_reverts(
+            self, open_store: Callable[..., Store], via: str) -> None:
+        stores = tenant_stores(open_store)
+        before = seed(stores, (*COVERED, *UNCOVERED))
+        migration = rename_metadata_key("suite.rename_parity", "parity", "evenness", kinds=COVERED)
+        if via == "open":
+            open_store(migrations=[migration], migrate="auto")
+        else:
+            assert Runner(stores[None].backend, [migration]).up() == [migration.id]
+        expected = {key: [renamed(r, "parity", "evenness") if key[1] in COVERED else r for r in records]
+                    for key, records in before.items()}  # timestamps and embeddings as they were
+        for readers in (stores, tenant_stores(open_store)):  # the stores open all along, and new ones
+            assert_same_stores(read_back(readers, (*COVERED, *UNCOVERED)), expected)
+        (entry,) = entries(stores[None], migration.id)
+        assert (entry.layer, entry.checksum) == ("records", migration.checksum)
+
+        open_store(migrations=[migration], migrate="auto")
+        assert Runner(stores[None].backend, [migration]).up() == []
+        assert entries(stores[None], migration.id) == [entry], "an applied migration was recorded again"
+        assert_same_stores(read_back(stores, (*COVERED, *UNCOVERED)), expected)
+
+        assert Runner(stores[None].backend, [migration]).down() == [migration.id]
+        assert entries(stores[None], migration.id) == []
+        assert_same_stores(read_back(tenant_stores(open_store), (*COVERED, *UNCOVERED)), before)
+
+    @since("1.1")
+    def test_a_failed_record_migration_resumes_after_its_last_finished_batch(
+            self, open_store: Callable[..., Store]) -> None:
+        stores = tenant_stores(open_store)
+        seed_heuristics(stores, 10)
+        failing = make("heuristic", 7).id  # batches of 3 in id order: 0-2 and 3-5 finish, 6-8 fails
+        broken = counting_migration("suite.resumable", batch_size=3, fail_on=failing)
+        with pytest.raises(MigrationError) as caught:
+            open_store(migrations=[broken], migrate="auto")
+        assert "suite.resumable" in str(caught.value) and failing in str(caught.value)
+        assert entries(stores[None], broken.id) == [], "a failed migration was recorded as applied"
+        finished = {make("heuristic", i).id: int(i < 6) for i in range(10)}
+        assert runs(stores, 10) == {None: finished, "t2": dict.fromkeys(finished, 0)}, (
+            "the finished batches must be written and nothing of the failed batch")
+
+        fixed = counting_migration("suite.resumable", batch_size=3)
+        assert Runner(stores[None].backend, [fixed]).up() == [fixed.id]
+        assert runs(stores, 10) == each_run_once(10), "a batch was run twice, or skipped, on resuming"
+        (entry,) = entries(stores[None], fixed.id)
+        assert entry.checksum == fixed.checksum
+        assert fixed.id not in (stores[None].backend.read_meta(PROGRESS_KEY) or {}), "progress left behind"
+
+    @since("1.1")
+    def test_an_edited_migration_is_refused_until_accepted(self, open_store: Callable[..., Store]) -> None:
+        store = open_store()
+        store.outcomes.put([make("outcome", i) for i in range(3)])
+        original = add_metadata_default("app.x", "flag", 1, kinds=("outcome",))
+        edited = add_metadata_default("app.x", "flag", 2, kinds=("outcome",))
+        assert original.checksum != edited.checksum
+        open_store(migrations=[original], migrate="auto")
+        runner = Runner(store.backend, [edited])
+        with pytest.raises(ChecksumMismatch, match=r"app\.x"):
+            runner.up()
+        with pytest.raises(ChecksumMismatch, match=r"app\.x"):
+            runner.plan()
+        with pytest.raises(ChecksumMismatch, match=r"app\.x") as caught:
+            open_store(migrations=[edited], migrate="auto")
+        assert "mnemostore migrate accept" in str(caught.value)
+        assert [m.id for m, _ in runner.status().changed] == ["app.x"]
+
+        accepted = runner.accept("app.x")
+        assert accepted.checksum == edited.checksum
+        assert open_store(migrations=[edited], migrate="refuse").outcomes.count() == 3
+        assert runner.status().current
+        assert [r.metadata["flag"] for r in store.outcomes.all()] == [1, 1, 1], "accept must not run the migration"
+        with pytest.raises(ChecksumMismatch):
+            open_store(migrations=[original], migrate="auto")
+
+    @since("1.1")
+    def test_a_different_embedding_model_needs_a_migration_not_an_open(self, open_store: Callable[..., Store]) -> None:
+        assert open_store(embedding_model="model-a").params.embedding_model == "model-a"
+        with pytest.raises(SchemaMismatch) as caught:
+            open_store(embedding_model="model-b")
+        assert "model-a" in str(caught.value) and "model-b" in str(caught.value)
+        assert open_store().params.embedding_model == "model-a"
+        assert open_store(embedding_model="model-a").params.embedding_model == "model-a"
+
+    @since("1.1")
+    @requires(Capability.PERSISTENT)
+    def test_parameters_stored_beside_the_migration_ledger_are_checked_after_reopen(
+            self, open_store: Callable[..., Store]) -> None:
+        open_store(dimension=DIMENSION, metric="l2", embedding_model="model-a").close()
+        for wrong in ({"dimension": DIMENSION * 2}, {"metric": "dot"}, {"embedding_model": "model-b"}):
+            with pytest.raises(SchemaMismatch):
+                open_store(**wrong)
+        params = open_store().params
+        assert (params.dimension, params.metric, params.embedding_model) == (DIMENSION, "l2", "model-a")
+
+    @since("1.1")
+    @requires(Capability.PERSISTENT)
+    def test_the_migration_ledger_survives_close_and_reopen(self, open_store: Callable[..., Store]) -> None:
+        stores = tenant_stores(open_store)
+        seed_heuristics(stores, 5)
+        migration = counting_migration("suite.persisted", batch_size=2)
+        open_store(migrations=[migration], migrate="auto").close()
+        applied = Ledger.read(stores[None].backend).entries
+        for store in stores.values():
+            store.close()
+        again = tenant_stores(open_store, migrations=[migration], migrate="refuse")  # nothing pending
+        assert Ledger.read(again[None].backend).entries == applied
+        assert runs(again, 5) == each_run_once(5)
+
+    @since("1.1")
+    def test_a_held_migration_lock_makes_another_runner_fail_naming_the_holder(
+            self, open_store: Callable[..., Store]) -> None:
+        first, second = open_store(), open_store()
+        second.outcomes.put([make("outcome", 1)])
+        pending = add_metadata_default("suite.after_the_lock", "locked", False, kinds=("outcome",))
+        holder = Runner(first.backend)
+        waiter = Runner(second.backend, [pending], lock_wait=LOCK_WAIT)
+        with holding(holder.lock, wait=5) as info:
+            seen = waiter.lock_holder()  # this process, as the engine describes it (hostname:pid)
+            assert seen is not None and info.holder in seen.holder, f"the lock names {seen} as its holder"
+            started = time.monotonic()
+            with pytest.raises(LockHeld) as caught:
+                waiter.up()
+            assert time.monotonic() - started >= LOCK_WAIT, "the runner did not wait for the lock"
+            assert whoami() in str(caught.value) and "break-lock" in str(caught.value)
+            assert entries(second, pending.id) == []
+            assert open_store().outcomes.count() == 1, "opening a current store must not wait for the lock"
+        assert waiter.lock_holder() is None
+        assert waiter.up() == [pending.id]
+        assert second.outcomes.all()[0].metadata["locked"] is False
+
+    @since("1.1")
+    def test_break_lock_frees_the_migration_lock_or_refuses_naming_the_live_holder(
+            self, open_store: Callable[..., Store]) -> None:
+        first, second, third = open_store(), open_store(), open_store()
+        pending = add_metadata_default("suite.after_break_lock", "broken", True, kinds=("outcome",))
+        breaker = Runner(second.backend, [pending], lock_wait=LOCK_WAIT)
+        held: contextlib.AbstractContextManager[Any] | None = holding(Runner(first.backend).lock, wait=5)
+        assert held is not None
+        held.__enter__()
+        try:
+            try:
+                freed = breaker.break_lock()
+            except LockHeld as refused:  # a lock the engine ties to a live holder (a lock file)
+                assert whoami() in str(refused), f"the refusal does not name the holder: {refused}"
+                with pytest.raises(LockHeld):
+                    breaker.up()
+            else:  # a lock record, or an engine that ends the holder's session: say whose lock it was
+                assert freed is not None and whoami() in freed.holder, f"break-lock freed {freed}"
+                with holding(breaker.lock, wait=LOCK_WAIT):
+                    late, held = held, None
+                    with contextlib.suppress(MnemostoreError):  # an ended session may fail to unlock
+                        late.__exit__(None, None, None)
+                    with pytest.raises(LockHeld):  # the old holder's late release freed the new one's lock
+                        Runner(third.backend, [pending], lock_wait=LOCK_WAIT).up()
+        finally:
+            if held is not None:
+                held.__exit__(None, None, None)
+        assert breaker.up() == [pending.id]
+
+    @since("1.1")
+    def test_two_runners_migrating_at_once_apply_a_migration_once(self, open_store: Callable[..., Store]) -> None:
+        stores = tenant_stores(open_store)
+        seed_heuristics(stores, 6)
+        migration = counting_migration("suite.raced", batch_size=2, delay=0.01)
+        runners = [Runner(open_store().backend, [migration]) for _ in range(2)]
+        start = threading.Barrier(len(runners))
+        applied: list[list[str]] = []
+        failures: list[BaseException] = []
+
+        def run(runner: Runner) -> None:
+            try:
+                start.wait(timeout=WAIT_SECONDS)
+                applied.append(runner.up())
+            except BaseException as exc:  # reported by the test thread
+                failures.append(exc)
+
+        threads = [threading.Thread(target=run, args=(runner,)) for runner in runners]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=WAIT_SECONDS)
+        assert not any(thread.is_alive() for thread in threads), "a runner did not finish (a deadlock?)"
+        assert not failures, f"a runner failed: {failures[0]!r}"
+        assert sorted(applied) == [[], [migration.id]]
+        assert runs(stores, 6) == each_run_once(6)
+        assert len(entries(stores[None], migration.id)) == 1
+
+    @since("1.1")
+    @requires(Capability.MULTI_PROCESS)
+    def test_processes_migrating_one_new_store_at_once_apply_each_migration_once(
+            self, open_store: Callable[..., Store], store_url: str, store_options: dict[str, Any]) -> None:
+        migration = {"id": "suite.processes", "batch_size": 3, "delay": 0.05}
+        params = [{**migration, "via": ("open", "runner")[w % 2], "options": store_options} for w in range(PROCESSES)]
+        with workers_running("migrate", store_url, store_options, params) as started:
+            for worker in started:  # each opened the new store: the first opens raced to lay it out
+                worker.ready()
+            stores = tenant_stores(open_store)
+            seed_heuristics(stores, 8)
+            for worker in started:
+                worker.go()
+            deadline = time.monotonic() + WAIT_SECONDS
+            outputs = [worker.finish(max(1.0, deadline - time.monotonic())) for worker in started]
+            pids = {f"{socket.gethostname()}:{worker.process.pid}" for worker in started}
+        reported = []
+        for lines in outputs:
+            word, _, payload = lines[-1].partition(" ")
+            assert word == "migrated", lines
+            reported.append(json.loads(payload)["applied"])
+        assert sum(applied.count(migration["id"]) for applied in reported if applied is not None) <= 1
+        assert runs(stores, 8) == each_run_once(8), "the migration changed some records twice or not at all"
+        (entry,) = entries(stores[None], str(migration["id"]))
+        assert entry.applied_by in pids
+        status = Runner(stores[None].backend).status()
+        assert [e.id for e in status.applied].count(str(migration["id"])) == 1
+        layout = [m.id for m in type(stores[None].backend).layout_migrations]
+        assert all([e.id for e in status.applied].count(id) == 1 for id in layout)
+
+    @since("1.1")
+    def test_pending_migrations_are_refused_on_open_when_asked(
+            self, open_store: Callable[..., Store], store_url: str) -> None:
+        store = open_store()
+        written = store.outcomes.put([make("outcome", i) for i in range(3)])
+        ledger = Ledger.read(store.backend)
+        pending = add_metadata_default("suite.pending", "reviewed", False, kinds=("outcome",))
+        with pytest.raises(PendingMigrations) as caught:
+            open_store(migrations=[pending], migrate="refuse")
+        message = str(caught.value)
+        assert "mnemostore migrate up" in message and "suite.pending" in message
+        password = StoreURL.parse(store_url).password
+        assert not password or password not in message, "the message shows the store's password"
+        assert Ledger.read(store.backend) == ledger
+        assert_same_records(store.outcomes.get_many([r.id for r in written]), written)
+        assert [m.id for m in Runner(store.backend, [pending]).status().pending] == [pending.id]
+        if type(store.backend).auto_migrate:  # the backend's default when `migrate` is not given
+            open_store(migrations=[pending])
+        else:
+            with pytest.raises(PendingMigrations):
+                open_store(migrations=[pending])
+            open_store(migrations=[pending], migrate="auto")
+        assert [r.metadata["reviewed"] for r in store.outcomes.all()] == [False] * 3
+        assert len(entries(store, pending.id)) == 1
+
+    @since("1.1")
+    def test_a_store_migrated_by_a_newer_mnemostore_is_refused(self, open_store: Callable[..., Store]) -> None:
+        store = open_store()
+        ledger = Ledger.read(store.backend)
+
+        def entry(id: str, layer: str) -> LedgerEntry:
+            return LedgerEntry(id, layer, "0" * 64, "2999-01-01T00:00:00+00:00", "99.0", "elsewhere:1", True)
+
+        someone_elses = ledger.adding(entry("app.someone_elses_record_migration", "records"))
+        store.backend.write_meta(LEDGER_KEY, someone_elses.to_json())
+        assert open_store().outcomes.count() == 0, "an unknown record migration in the ledger must not block opening"
+        future = someone_elses.adding(entry("zz.9999_from_the_future", "layout"))
+        store.backend.write_meta(LEDGER_KEY, future.to_json())
+        with pytest.raises(StoreTooNew, match=r"zz\.9999_from_the_future") as caught:
+            open_store()
+        assert "upgrade mnemostore" in str(caught.value)
+        with pytest.raises(StoreTooNew):
+            Runner(store.backend).up()
+        assert Ledger.read(store.backend) == future

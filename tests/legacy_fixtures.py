@@ -1,0 +1,46 @@
+"""The layout-1 fixture stores (tests/fixtures/legacy/): copying them and their expected content."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mnemostore import KINDS, Store
+
+LAYOUT1 = Path(__file__).parent / "fixtures" / "legacy" / "layout1"
+
+
+def expected() -> dict[str, Any]:
+    """expected.json: params, tenants, and every record as the old code read it back."""
+    data: dict[str, Any] = orjson.loads((LAYOUT1 / "expected.json").read_bytes())
+    return data
+
+
+def expected_records(tenant: str | None) -> list[dict[str, Any]]:
+    return [item["record"] | {"kind": item["kind"]} for item in expected()["records"]
+            if item["record"]["tenant_id"] == tenant]
+
+
+def copy_fixture(name: str, destination: Path) -> Path:
+    """A private copy of one fixture store (opening a store writes to it)."""
+    source = LAYOUT1 / name
+    target = destination / name
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copy2(source, target)
+    return target
+
+
+def read_back(store: Store) -> list[dict[str, Any]]:
+    """Every record of the store's tenant, dumped like expected.json, sorted by kind then id."""
+    found = []
+    for kind in sorted(KINDS):
+        for record in store.collection(kind).query(order_by="id"):
+            dumped = record.model_dump(mode="json")
+            dumped["embedding"] = None if record.embedding is None else [float(x) for x in record.embedding]
+            found.append(dumped | {"kind": kind})
+    return found

@@ -1,0 +1,441 @@
+"""`MnemostoreStore` against LangGraph's InMemoryStore (the reference), on real backends, and in a real graph."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import operator
+import uuid
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, TypedDict
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.postgres_server import PostgresTestServer, postgres_server
+
+import mnemostore
+from mnemostore.backends.memory import MemoryBackend
+from mnemostore.core.capabilities import Capability
+from mnemostore.core.registry import registry
+
+pytest.importorskip("langgraph.store.memory", reason="needs the langgraph extra")
+
+from langgraph.store.base import GetOp, Item, ListNamespacesOp, Op, PutOp, SearchItem, SearchOp
+from langgraph.store.memory import InMemoryStore
+
+from mnemostore.integrations.langgraph import MnemostoreStore
+
+__all__ = ["postgres_server"]
+
+DIMS = 8
+
+
+def embed(texts: Sequence[str]) -> list[list[float]]:
+    """A deterministic stand-in for an embedding model: equal texts, equal vectors."""
+    return [np.random.default_rng(zlib.crc32(text.encode())).normal(size=DIMS).tolist() for text in texts]
+
+
+class CosineOnlyBackend(MemoryBackend):
+    """The reference backend without filter.range, filter.metadata or vector.filtered: every fallback runs."""
+
+    name: ClassVar[str] = "cosine-only-memory"
+    schemes: ClassVar[tuple[str, ...]] = ("cosine-only-memory",)
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.VECTOR_COSINE})
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres", "cosine-only"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of a fresh, empty store on one backend."""
+    if request.param == "postgres":
+        server: PostgresTestServer = request.getfixturevalue("postgres_server")
+        yield server.url()
+    elif request.param == "cosine-only":
+        registry.register(CosineOnlyBackend, replace=True)
+        yield f"cosine-only-memory://{uuid.uuid4().hex}"
+        registry.unregister(CosineOnlyBackend.name)
+    else:
+        yield {"memory": f"memory://{uuid.uuid4().hex}", "sqlite": f"sqlite:///{tmp_path / 's.db'}"}[request.param]
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[mnemostore.Store]:
+    with mnemostore.open(url) as opened:
+        yield opened
+
+
+INDEX: Any = {"dims": DIMS, "embed": embed, "fields": ["text", "title"]}
+
+
+# the layout ------------------------------------------------------------------------------------
+
+ODD_NAMESPACES = [("a",), ("a", "b"), ("a/b",), ("a%2Fb",), ("%", "/"), ("x:y", "z#w"), ("é", "😀", "\t"),
+                  ("a", "b", "c", "d", "e"), ("langgraph:", "a")]
+
+
+def test_namespaces_keys_and_values_round_trip(store: mnemostore.Store) -> None:
+    lg = MnemostoreStore(store)
+    value = {"text": "é\n", "n": -2**63, "f": 0.1, "nested": {"list": [1, None, {"x": True}]}, "": "empty key"}
+    for i, namespace in enumerate(ODD_NAMESPACES):
+        for key in ("", "k", "k/1", "%2F", "a.b", "😀"):
+            lg.put(namespace, key, {**value, "i": i})
+    for i, namespace in enumerate(ODD_NAMESPACES):
+        item = lg.get(namespace, "k/1")
+        assert item is not None and item.namespace == namespace and item.key == "k/1"
+        assert item.value == {**value, "i": i}
+        assert {(x.namespace, x.key) for x in lg.search(namespace, limit=100) if x.namespace == namespace} == {
+            (namespace, key) for key in ("", "k", "k/1", "%2F", "a.b", "😀")}
+    assert lg.list_namespaces(limit=100) == sorted(ODD_NAMESPACES)
+    assert lg.get(("a",), "missing") is None and lg.get(("missing",), "k") is None
+    assert {x.namespace for x in lg.search(("a",), limit=100)} == {("a",), ("a", "b"), ("a", "b", "c", "d", "e")}
+
+
+def test_records_follow_the_mapping(store: mnemostore.Store) -> None:
+    """One record per item (value in metadata, key in text); each further vector is a shard, replaced on put."""
+    lg = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text", "tags[*]"]})
+    lg.put(("users", "u/1"), "prefs", {"text": "likes tea", "tags": ["a", "b"]})
+    lg.put(("users", "u/1"), "plain", {"text": "no vector"}, index=False)
+    records = {r.id: r for r in store.embeddings.all()}
+    assert len(records) == 4  # prefs + 2 shards, plain
+    prefs = next(r for r in records.values() if r.text == "prefs" and "#" not in r.id)
+    assert prefs.namespace == "langgraph:users/u%2F1/" and prefs.metadata == {"text": "likes tea", "tags": ["a", "b"]}
+    assert prefs.model == "unnamed" and prefs.embedding is not None
+    assert sorted(r.id for r in records.values() if r.namespace.startswith("langgraph#")) == [
+        prefs.id + "#1", prefs.id + "#2"]
+    plain = next(r for r in records.values() if r.text == "plain")
+    assert plain.model == "" and plain.embedding is None
+
+    lg.put(("users", "u/1"), "prefs", {"text": "likes tea", "tags": ["a"]})  # one shard fewer
+    assert store.embeddings.count() == 3
+    lg.delete(("users", "u/1"), "prefs")
+    assert [r.text for r in store.embeddings.all()] == ["plain"]
+
+
+def test_created_at_is_kept_and_updated_at_moves(store: mnemostore.Store) -> None:
+    lg = MnemostoreStore(store)
+    lg.put(("n",), "k", {"v": 1})
+    first = lg.get(("n",), "k")
+    lg.put(("n",), "k", {"v": 2})
+    second = lg.get(("n",), "k")
+    assert first is not None and second is not None and second.value == {"v": 2}
+    assert second.created_at == first.created_at and second.updated_at > first.updated_at
+    assert [x.key for x in lg.search(("n",))] == ["k"]
+
+
+def test_scopes_share_one_store_without_meeting(store: mnemostore.Store) -> None:
+    one, two = MnemostoreStore(store, scope="one"), MnemostoreStore(store, scope="two")
+    one.put(("a",), "k", {"who": 1})
+    two.put(("a",), "k", {"who": 2})
+    store.embeddings.add(namespace="langgraph-lookalike", text="k")  # a record that is not an item
+    one_item, two_item = one.get(("a",), "k"), two.get(("a",), "k")
+    assert one_item is not None and one_item.value == {"who": 1}
+    assert two_item is not None and two_item.value == {"who": 2}
+    assert [x.value for x in two.search(())] == [{"who": 2}] and two.list_namespaces() == [("a",)]
+    with pytest.raises(mnemostore.ConfigError, match="scope"):
+        MnemostoreStore(store, scope="a:b")
+
+
+# the reference: InMemoryStore --------------------------------------------------------------------
+
+POOL_NS = [("a",), ("a", "b"), ("a", "b", "c"), ("a/b",), ("b", "a"), ("x:y", "b")]
+INDEXED_KEYS = ["k1", "k/2", "%"]
+UNINDEXED_KEYS = ["plain"]
+"""Always put with an index path that finds nothing: items without a vector, never stale in the reference."""
+WORDS = ["red", "green", "blue"]
+TITLES = ["sky", "sea"]
+"""Apart from WORDS: InMemoryStore fails on a put whose indexed fields hold the same text twice."""
+
+values = st.fixed_dictionaries(
+    {"text": st.sampled_from(WORDS), "title": st.sampled_from(TITLES), "n": st.integers(-2, 2) | st.sampled_from(
+        [0.5, -1.5, 2.0])},
+    optional={"flag": st.sampled_from([True, False, 1, 0, None]), "color": st.sampled_from(["red", "Red", ""]),
+              "tags": st.lists(st.sampled_from(["a", "b"]), max_size=2), "meta": st.fixed_dictionaries(
+                  {"a": st.integers(0, 1)}, optional={"b": st.booleans()})})
+scalars = st.sampled_from([True, False, 0, 1, 1.0, None, "red", "", 2])
+filter_specs = st.one_of(
+    st.tuples(st.sampled_from(["flag", "color", "missing"]), scalars),
+    st.tuples(st.sampled_from(["flag", "color"]), st.dictionaries(st.sampled_from(["$eq", "$ne"]), scalars,
+                                                                  min_size=1)),
+    st.tuples(st.just("n"), st.dictionaries(st.sampled_from(["$gt", "$gte", "$lt", "$lte"]),
+                                            st.sampled_from([-1, 0, 0.5, 1, 2, True]), min_size=1, max_size=2)),
+    st.tuples(st.just("tags"), st.lists(st.sampled_from(["a", "b"]), max_size=2)),
+    st.tuples(st.just("meta"), st.sampled_from([{"a": 1}, {"a": 0, "b": True}, {"a": {"$gte": 1}}])),
+)
+filters = st.one_of(st.none(), st.none(), st.lists(filter_specs, min_size=1, max_size=2).map(dict))
+puts = st.builds(lambda ns, key, value: ("put", ns, key, value), st.sampled_from(POOL_NS),
+                 st.sampled_from(INDEXED_KEYS + UNINDEXED_KEYS), values)
+deletes = st.builds(lambda ns, key: ("delete", ns, key), st.sampled_from(POOL_NS),
+                    st.sampled_from(INDEXED_KEYS + UNINDEXED_KEYS))
+searches = st.builds(lambda prefix, f, query, limit, offset: ("search", prefix, f, query, limit, offset),
+                     st.sampled_from([(), ("a",), ("a", "b"), ("x:y",), ("a/b",), ("zz",)]), filters,
+                     st.none() | st.sampled_from(WORDS + TITLES), st.integers(0, 4), st.integers(0, 3))
+listings = st.builds(lambda prefix, suffix, depth, limit, offset: ("list", prefix, suffix, depth, limit, offset),
+                     st.sampled_from([None, ("a",), ("*", "b"), ("a", "*")]), st.sampled_from([None, ("b",), ("*",)]),
+                     st.none() | st.integers(0, 3), st.integers(0, 5), st.integers(0, 2))
+operations = st.tuples(st.lists(puts, min_size=3, max_size=12),
+                       st.lists(st.one_of(puts, deletes, searches, searches, searches, listings), min_size=4,
+                                max_size=25)).map(lambda parts: parts[0] + parts[1])
+
+_SCOPES = itertools.count()
+EXAMPLES = {"memory": 200, "sqlite": 150, "postgres": 100, "cosine-only": 150}
+
+
+def test_same_results_as_in_memory_store(store: mnemostore.Store, request: pytest.FixtureRequest) -> None:
+    """Random puts, deletes, searches (filters, queries, pages) and listings, each example on an emptied store."""
+    backend = request.node.callspec.params["url"]
+
+    @settings(max_examples=EXAMPLES[backend], deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(operations)
+    def run(ops: list[tuple[Any, ...]]) -> None:
+        store.embeddings.delete(where={})  # the memory backends scan every record on each query
+        ours = MnemostoreStore(store, index=INDEX, scope=f"p{next(_SCOPES)}")
+        ref = InMemoryStore(index=INDEX)
+        for op in ops:
+            check_operation(ours, ref, op)
+        for namespace in POOL_NS:
+            for key in INDEXED_KEYS + UNINDEXED_KEYS:
+                assert same_item(ours.get(namespace, key), ref.get(namespace, key))
+
+    run()
+
+
+def check_operation(ours: MnemostoreStore, ref: InMemoryStore, op: tuple[Any, ...]) -> None:
+    kind = op[0]
+    if kind == "put":
+        _, namespace, key, value = op
+        index = ["nothing.here"] if key in UNINDEXED_KEYS else None
+        ours.put(namespace, key, value, index=index)
+        ref.put(namespace, key, value, index=index)
+    elif kind == "delete":
+        ours.delete(op[1], op[2])
+        ref.delete(op[1], op[2])
+    elif kind == "search":
+        _, prefix, filter, query, limit, offset = op
+        everything = ref.search(prefix, filter=filter, query=query, limit=1000)
+        page = ours.search(prefix, filter=filter, query=query, limit=limit, offset=offset)
+        if query is None:
+            full = ours.search(prefix, filter=filter, limit=1000)
+            assert sorted(map(describe, full)) == sorted(map(describe, everything))
+            assert [x.updated_at for x in full] == sorted((x.updated_at for x in full), reverse=True)
+            assert page == full[offset:offset + limit]
+        else:
+            assert_same_ranking(page, everything[offset:offset + limit], {(x.namespace, x.key): x for x in everything})
+    else:
+        _, prefix, suffix, depth, limit, offset = op
+        expected = live_copy(ref).list_namespaces(prefix=prefix, suffix=suffix, max_depth=depth, limit=limit,
+                                                  offset=offset)
+        assert ours.list_namespaces(prefix=prefix, suffix=suffix, max_depth=depth, limit=limit,
+                                    offset=offset) == expected
+
+
+def describe(item: Item) -> tuple[tuple[str, ...], str, str]:
+    return item.namespace, item.key, repr(item.value)
+
+
+def same_item(a: Item | None, b: Item | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and describe(a) == describe(b))
+
+
+def assert_same_ranking(page: list[SearchItem], expected: list[SearchItem],
+                        by_key: dict[tuple[tuple[str, ...], str], SearchItem]) -> None:
+    """Position by position the same scores (float32 noise aside); each item its own score; ties in any order."""
+    assert len(page) == len(expected), (page, expected)
+    assert len({(x.namespace, x.key) for x in page}) == len(page)
+    for mine, theirs in zip(page, expected, strict=True):
+        reference = by_key[(mine.namespace, mine.key)]
+        assert repr(mine.value) == repr(reference.value)
+        for score in (theirs.score, reference.score):
+            assert (mine.score is None) == (score is None)
+            if mine.score is not None and score is not None:
+                assert mine.score == pytest.approx(score, abs=1e-5)
+
+
+def live_copy(ref: InMemoryStore) -> InMemoryStore:
+    """The reference's items in a fresh InMemoryStore: it lists namespaces it merely saw (emptied, or read)."""
+    copy = InMemoryStore()
+    for namespace, items in ref._data.items():
+        for key, item in items.items():
+            copy.put(namespace, key, item.value)
+    return copy
+
+
+# searches -----------------------------------------------------------------------------------------
+
+def test_filters_run_inside_vector_search(store: mnemostore.Store) -> None:
+    """k results whenever k match, although far better-scoring items do not match the filter."""
+    lg = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text"]})
+    lg.batch([PutOp(("docs",), f"near{i}", {"text": "red", "kind": "near"}) for i in range(300)]
+             + [PutOp(("docs",), f"far{i}", {"text": f"other {i}", "kind": "far", "n": i}) for i in range(5)])
+    found = lg.search(("docs",), query="red", filter={"kind": "far"}, limit=5)
+    assert sorted(x.key for x in found) == [f"far{i}" for i in range(5)]
+    found = lg.search(("docs",), query="red", filter={"n": {"$gte": 3}, "kind": {"$ne": "near"}}, limit=3)
+    assert sorted(x.key for x in found) == ["far3", "far4"]
+    best = lg.search(("docs",), query="red", limit=3)
+    assert [x.score for x in best] == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_items_with_several_vectors_rank_by_their_best(store: mnemostore.Store) -> None:
+    index = {"dims": DIMS, "embed": embed, "fields": ["title", "paragraphs[*]"]}
+    ours, ref = MnemostoreStore(store, index=index), InMemoryStore(index=index)  # type: ignore[arg-type]
+    docs: dict[str, dict[str, Any]] = {
+        f"d{i}": {"title": WORDS[i % 3], "paragraphs": [f"p{i}", WORDS[(i + 1) % 3], f"q{i}"]} for i in range(12)}
+    docs["empty"] = {"title": None, "paragraphs": []}
+    for x in (ours, ref):
+        for key, value in docs.items():
+            x.put(("docs",), key, value)
+    for query in [*WORDS, "p3", "q7"]:
+        everything = ref.search(("docs",), query=query, limit=100)
+        by_key = {(x.namespace, x.key): x for x in everything}
+        for offset, limit in ((0, 100), (0, 3), (2, 4), (11, 5)):
+            assert_same_ranking(ours.search(("docs",), query=query, limit=limit, offset=offset),
+                                everything[offset:offset + limit], by_key)
+
+
+def test_ranges_compare_numbers_with_numbers_and_strings_with_strings(store: mnemostore.Store) -> None:
+    """Where InMemoryStore coerces with float() or raises (missing, bool, text values), only like types match."""
+    lg = MnemostoreStore(store)
+    for key, n in {"int": 2, "float": 2.5, "bool": True, "text": "3", "none": None, "list": [5]}.items():
+        lg.put(("r",), key, {"n": n})
+    lg.put(("r",), "missing", {})
+    lg.put(("r",), "other", {"m": 1})
+
+    def keys(filter: dict[str, Any]) -> list[str]:
+        return sorted(x.key for x in lg.search(("r",), filter=filter, limit=100))
+
+    assert keys({"n": {"$gte": 1}}) == ["float", "int"]
+    assert keys({"n": {"$gt": True}}) == ["float", "int"]  # a bool bound is the number 0 or 1
+    assert keys({"n": {"$lt": "4"}}) == ["text"]
+    assert keys({"n": {"$gt": 2, "$lte": 2.5}}) == ["float"]
+    assert keys({"n": 1}) == ["bool"] and keys({"n": {"$ne": None}}) == ["bool", "float", "int", "list", "text"]
+    assert keys({"n": None}) == ["missing", "none", "other"] and keys({"n": [5]}) == ["list"]
+    assert keys({"m": 1, "n": {"$eq": None}}) == ["other"] and keys({"n": 2**70}) == []
+
+
+def test_a_put_replaces_the_items_vectors(store: mnemostore.Store) -> None:
+    """Unlike InMemoryStore, which keeps an item's old vectors when a put has fewer (or index=False)."""
+    lg = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text"]})
+    lg.put(("a",), "k", {"text": "red"})
+    lg.put(("a",), "other", {"text": "blue"})
+    lg.put(("a",), "k", {"text": "red"}, index=False)
+    found = lg.search(("a",), query="red")
+    assert [(x.key, x.score is None) for x in found] == [("other", False), ("k", True)]
+    lg.put(("a",), "k", {"text": "red"}, index=["$"])  # "$" is the whole value, per put as in the config
+    assert lg.search(("a",), query='{"text": "red"}', limit=1)[0].score == pytest.approx(1.0)
+
+
+def test_batches_read_before_they_write(store: mnemostore.Store) -> None:
+    ours, ref = MnemostoreStore(store), InMemoryStore()
+    ops: list[Op] = [PutOp(("a",), "k", {"v": 1}), ListNamespacesOp(), SearchOp(("a",)), GetOp(("a",), "k"),
+           PutOp(("a",), "k", {"v": 2})]
+    assert ours.batch(ops) == ref.batch(ops) == [None, [], [], None, None]
+    item = ours.get(("a",), "k")
+    assert item is not None and item.value == {"v": 2}
+
+
+def test_async_batches(store: mnemostore.Store) -> None:
+    async def scenario() -> None:
+        async def aembed(texts: Sequence[str]) -> list[list[float]]:
+            return embed(texts)
+
+        lg = MnemostoreStore(store, index={"dims": DIMS, "embed": aembed, "fields": ["text"]})
+        await lg.aput(("a",), "k1", {"text": "red"})
+        await lg.aput(("a",), "k2", {"text": "blue"})
+        found = await lg.asearch(("a",), query="blue", limit=1)
+        assert [(x.key, round(x.score or 0, 4)) for x in found] == [("k2", 1.0)]
+        assert await lg.alist_namespaces() == [("a",)]
+        await lg.adelete(("a",), "k1")
+        assert await lg.aget(("a",), "k1") is None
+
+    asyncio.run(scenario())
+
+
+def test_rejections(store: mnemostore.Store) -> None:
+    lg = MnemostoreStore(store)
+    with pytest.raises(NotImplementedError, match="TTL"):
+        lg.put(("a",), "k", {"v": 1}, ttl=5)
+    with pytest.raises(NotImplementedError, match="TTL"):
+        lg.batch([PutOp(("a",), "k", {"v": 1}, ttl=5.0)])
+    with pytest.raises(mnemostore.ValidationError, match=r"value\.when"):
+        lg.put(("a",), "k", {"when": object()})
+    with pytest.raises(mnemostore.ValidationError, match="64 bits"):
+        lg.put(("a",), "k", {"n": 2**70})
+    with pytest.raises(mnemostore.ValidationError, match="too long"):
+        lg.put(("a" * 300, "b" * 300), "k", {"n": 1})
+    with pytest.raises(mnemostore.ValidationError, match="NUL"):
+        lg.put(("a",), "k\x00", {"n": 1})
+    with pytest.raises(mnemostore.ValidationError, match="unknown operator"):
+        lg.search(("a",), filter={"v": {"$regex": "x"}})
+    with pytest.raises(mnemostore.ValidationError, match=r"\$gt compares"):
+        lg.search(("a",), filter={"v": {"$gt": None}})
+    with pytest.raises(ValueError, match="periods"):
+        lg.batch([GetOp(("a.b",), "k")])
+    lg.put(("a",), "v", {"text": "x"})
+    MnemostoreStore(store, index={"dims": DIMS, "embed": embed}).put(("a",), "w", {"x": 1})
+    assert store.embeddings.count() == 2 and store.params.dimension == DIMS
+    with pytest.raises(mnemostore.SchemaMismatch, match="dims"):
+        MnemostoreStore(store, index={"dims": DIMS + 1, "embed": embed})
+    with pytest.raises(mnemostore.ValidationError, match=r"index\.embed"):
+        MnemostoreStore(store, index={"dims": DIMS, "embed": lambda texts: [[1.0]] * len(texts)}).put(
+            ("a",), "x", {"y": 1})
+
+
+# a real graph ---------------------------------------------------------------------------------------
+
+class Chat(TypedDict):
+    user: str
+    said: Annotated[list[str], operator.add]
+
+
+def build_graph(store: mnemostore.Store) -> Any:
+    from langgraph.config import get_store
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.runtime import Runtime
+
+    from mnemostore.integrations.langgraph import MnemostoreSaver
+
+    def recall(state: Chat, runtime: Runtime[None]) -> dict[str, Any]:
+        assert runtime.store is not None
+        memories = runtime.store.search(("memories", state["user"]), query=state["said"][-1], limit=1)
+        return {"said": [f"recalled: {memories[0].value['fact']}" if memories else "recalled nothing"]}
+
+    def remember(state: Chat) -> dict[str, Any]:
+        fact = state["said"][0]
+        get_store().put(("memories", state["user"]), uuid.uuid4().hex, {"fact": fact})
+        return {"said": ["remembered"]}
+
+    graph = StateGraph(Chat)
+    graph.add_node("recall", recall)
+    graph.add_node("remember", remember)
+    graph.add_edge(START, "recall")
+    graph.add_edge("recall", "remember")
+    graph.add_edge("remember", END)
+    index = {"dims": DIMS, "embed": embed, "fields": ["fact"]}
+    return graph.compile(checkpointer=MnemostoreSaver(store), store=MnemostoreStore(store, index=index))  # type: ignore[arg-type]
+
+
+def test_a_graph_remembers_across_threads_and_reopens(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'graph.db'}"
+    with mnemostore.open(url) as store:
+        graph = build_graph(store)
+        first = graph.invoke({"user": "ada", "said": ["likes tea"]}, {"configurable": {"thread_id": "t1"}})
+        assert first["said"] == ["likes tea", "recalled nothing", "remembered"]
+    with mnemostore.open(url) as store:  # a new store instance on the same file: the memory persisted
+        graph = build_graph(store)
+        second = asyncio.run(graph.ainvoke({"user": "ada", "said": ["likes tea"]},
+                                           {"configurable": {"thread_id": "t2"}}))
+        assert second["said"] == ["likes tea", "recalled: likes tea", "remembered"]
+        other = graph.invoke({"user": "bob", "said": ["likes tea"]}, {"configurable": {"thread_id": "t3"}})
+        assert other["said"][1] == "recalled nothing"
+        memories = MnemostoreStore(store).search(("memories",), limit=10)
+        assert sorted(m.namespace[1] for m in memories) == ["ada", "ada", "bob"]
+
+
+def test_lazy_exports() -> None:
+    import mnemostore.integrations.langgraph as package
+
+    assert set(package.__all__) == set(package._EXPORTS) == {"MnemostoreSaver", "MnemostoreStore"}
+    assert all(getattr(package, name).__name__ == name for name in package.__all__)
+

@@ -1,0 +1,380 @@
+"""The postgres backend under the migration runner, against a real server: layout history,
+transactional steps, the advisory migration lock, concurrent runners, and a layout-1 store."""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from tests.legacy_fixtures import LAYOUT1, expected, expected_records, read_back
+from tests.postgres_server import PostgresTestServer, postgres_server
+
+import mnemostore
+from mnemostore.backends.postgres import PostgresBackend
+from mnemostore.backends.postgres.layout import layout
+from mnemostore.backends.postgres.migrations import HISTORY
+from mnemostore.backends.postgres.sql_filters import FilterCompiler
+from mnemostore.core.errors import LockHeld, MigrationError, PendingMigrations, SchemaMismatch, StoreTooNew
+from mnemostore.core.filters import F
+from mnemostore.core.protocol import Backend
+from mnemostore.core.records import KINDS
+from mnemostore.core.store import open_backend
+from mnemostore.migrations import LayoutMigration, Runner
+from mnemostore.migrations.locking import holding
+from mnemostore.testing.factories import make, vectors
+
+__all__ = ["postgres_server"]
+
+IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes"]
+SCOPE_INDEXES = {f"mnemo_{kind}_{suffix}" for kind in KINDS for suffix in ("agent", "project")}
+
+
+@contextmanager
+def backend_at(url: str) -> Iterator[PostgresBackend]:
+    """The backend opened (meta table only) but not migrated, as the runner sees it."""
+    backend = open_backend(url)
+    assert isinstance(backend, PostgresBackend)
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def connect(server: PostgresTestServer) -> psycopg.Connection[tuple[Any, ...]]:
+    return psycopg.connect(server.base_url, autocommit=True)
+
+
+def schema_of(url: str) -> str:
+    return url.rsplit("schema=", 1)[1].split("&")[0]
+
+
+def layout_version(server: PostgresTestServer, schema: str) -> Any:
+    with closing(connect(server)) as conn:
+        row = conn.execute(f'SELECT value FROM "{schema}".mnemo_meta WHERE key = %s', ("layout_version",)).fetchone()
+    return None if row is None else row[0]
+
+
+def catalog(server: PostgresTestServer, schema: str) -> tuple[list[tuple[Any, ...]], set[tuple[str, str]]]:
+    """Every column (table, name, type, collation, not null) and index (name, definition) of a schema."""
+    with closing(connect(server)) as conn:
+        columns = conn.execute(
+            "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), co.collname, a.attnotnull "
+            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "LEFT JOIN pg_collation co ON co.oid = a.attcollation "
+            "WHERE n.nspname = %s AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped "
+            "ORDER BY c.relname, a.attnum", (schema,)).fetchall()
+        indexes = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s",
+                               (schema,)).fetchall()
+    return columns, {(name, definition.replace(f" ON {schema}.", " ON S.")) for name, definition in indexes}
+
+
+def load_layout1(server: PostgresTestServer) -> str:
+    """The layout-1 fixture (pg_dump of the pre-ledger code's schema) restored into a new schema."""
+    schema = f"legacy_{uuid.uuid4().hex[:10]}"
+    text = (LAYOUT1 / "postgres.sql").read_text().replace("legacy1", schema)
+    with closing(connect(server)) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(text.encode())
+    return schema
+
+
+def ledger_of(backend: Backend) -> list[tuple[str, str]]:
+    return [(entry.id, entry.how) for entry in Runner(backend).status().applied]
+
+
+# a fresh schema ----------------------------------------------------------------------------
+def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    with mnemostore.open(url) as store:
+        status = Runner(store.backend).status()
+        assert [(e.id, e.how, e.transactional) for e in status.applied] == [
+            (IDS[0], "applied", True), (IDS[1], "applied", False)]
+        assert status.current
+    schema = schema_of(url)
+    assert layout_version(postgres_server, schema) == 2
+    columns, indexes = catalog(postgres_server, schema)
+    assert {name for name, _ in indexes} >= SCOPE_INDEXES
+    with closing(connect(postgres_server)) as conn:
+        invalid = conn.execute("SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                               "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                               "AND NOT i.indisvalid", (schema,)).fetchone()
+    assert invalid == (0,)
+    # The frozen layout-1 DDL and the row layout the code reads and writes agree.
+    for kind in KINDS:
+        table = [name for relname, name, *_ in columns if relname == f"mnemo_{kind}"]
+        assert set(table) == set(layout(kind, "mnemo_").write_columns), kind
+
+
+def test_tenants_lists_every_tenant_of_a_kind(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    with mnemostore.open(url) as store, mnemostore.open(url, tenant="acme") as acme:
+        store.outcomes.record("code", True)
+        acme.outcomes.record("deploy", True)
+        acme.heuristics.add(condition="c", strategy="s")
+        assert store.backend.tenants("outcome") == [None, "acme"]
+        assert store.backend.tenants("heuristic") == ["acme"]
+        assert store.backend.tenants("checkpoint") == []
+
+
+def test_plan_shows_each_steps_sql_and_the_backend_renders_it(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url(schema=f'odd "name" {uuid.uuid4().hex[:6]}')
+    with backend_at(url) as backend:
+        steps = Runner(backend).plan()
+        assert [step.migration.id for step in steps] == IDS
+        assert steps[1].describe() == f"apply {IDS[1]} [layout] (not transactional)"
+        quoted = '"' + backend.options.schema_name.replace('"', '""') + '"'
+        first = "\n".join(steps[0].sql)  # the plan shows the SQL as it runs on this store
+        assert f'CREATE TABLE IF NOT EXISTS {quoted}."mnemo_outcome" (tenant text' in first
+        assert "'layout_version', '1'" in first
+        assert "{schema}" in "\n".join(HISTORY[0].sql())  # the migration itself holds templates
+        rendered = backend.layout_sql(HISTORY[1])
+        assert list(steps[1].sql) == rendered
+        assert rendered[1] == (f'CREATE INDEX CONCURRENTLY "mnemo_outcome_agent" ON {quoted}."mnemo_outcome" '
+                               "(tenant, left(agent, 64))")
+        # The checksum covers the templates: the same for every schema and prefix.
+        with backend_at(postgres_server.url(table_prefix="other_")) as second:
+            assert Runner(second).up() == IDS
+            applied = Runner(second).status().applied
+            assert [(e.id, e.checksum) for e in applied] == [(m.id, m.checksum) for m in HISTORY]
+            assert second.tenants("outcome") == []
+
+
+def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    schema = schema_of(url)
+    mnemostore.open(url).close()
+    with backend_at(url) as backend:
+        runner = Runner(backend)
+        assert runner.down() == [IDS[1]]
+        assert not SCOPE_INDEXES & {name for name, _ in catalog(postgres_server, schema)[1]}
+        assert layout_version(postgres_server, schema) == 1
+        assert runner.down("base") == [IDS[0]]
+        assert catalog(postgres_server, schema)[0] == [
+            ("mnemo_meta", "key", "text", "default", True), ("mnemo_meta", "value", "jsonb", None, True)]
+        assert layout_version(postgres_server, schema) is None
+        assert runner.up() == IDS
+    with mnemostore.open(url, dimension=4) as store:
+        recorded = store.outcomes.record("code", True, embedding=[1.0, 0.0, 0.0, 0.0])
+        assert store.outcomes.search([1.0, 0.0, 0.0, 0.0], k=1)[0].record.id == recorded.id
+
+
+# transactional and non-transactional steps ---------------------------------------------------
+def test_failed_atomic_step_leaves_no_trace(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    mnemostore.open(url).close()
+    broken = LayoutMigration("postgres.9001_broken", backend="postgres",
+                             up=("CREATE TABLE {schema}.{name[probe]} (x int)",
+                                 "ALTER TABLE {schema}.{name[outcome]} ADD COLUMN probe int",
+                                 "SELECT 1 / 0"))
+    with backend_at(url) as backend:
+        with pytest.raises(MigrationError, match=r"postgres\.9001_broken.*statement 3 of 3.*DivisionByZero.*"
+                                                 r"rolled back: nothing of it was applied"):
+            Runner(backend, [broken]).up()
+        assert ledger_of(backend) == [(IDS[0], "applied"), (IDS[1], "applied")]
+        assert Runner(backend, [broken]).status().pending == (broken,)
+    with closing(connect(postgres_server)) as conn:
+        row = conn.execute("SELECT to_regclass(%s), (SELECT count(*) FROM information_schema.columns "
+                           "WHERE table_schema = %s AND table_name = 'mnemo_outcome' AND column_name = 'probe')",
+                           (f'"{schema_of(url)}".mnemo_probe', schema_of(url))).fetchone()
+    assert row == (None, 0)
+
+
+def test_failed_non_atomic_step_keeps_what_ran_records_nothing_and_can_run_again(
+        postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    mnemostore.open(url).close()
+    step = LayoutMigration("postgres.9002_gated", backend="postgres", atomic=False,
+                           up=("CREATE INDEX CONCURRENTLY IF NOT EXISTS {name[outcome_probe]} "
+                               "ON {schema}.{name[outcome]} (task_type)",
+                               "SELECT 1 FROM {schema}.{name[gate]}"))
+    schema = schema_of(url)
+    with backend_at(url) as backend:
+        with pytest.raises(MigrationError, match=r"postgres\.9002_gated.*statement 2 of 2.*not transactional: "
+                                                 r"the 1 statement\(s\) before it took effect"):
+            Runner(backend, [step]).up()
+        assert "mnemo_outcome_probe" in {name for name, _ in catalog(postgres_server, schema)[1]}
+        assert IDS[1] in [id for id, _ in ledger_of(backend)] and step.id not in [id for id, _ in ledger_of(backend)]
+        with closing(connect(postgres_server)) as conn:
+            conn.execute(f'CREATE TABLE "{schema}".mnemo_gate (x int)')
+        assert Runner(backend, [step]).up() == [step.id]
+        assert ledger_of(backend)[-1] == (step.id, "applied")
+
+
+# the advisory lock --------------------------------------------------------------------------
+def test_lock_waits_then_names_the_holder_and_break_lock_frees_it(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    mnemostore.open(url).close()
+    with backend_at(url) as first, backend_at(url) as second, backend_at(postgres_server.url()) as elsewhere:
+        lock = first.migration_lock()
+        with holding(lock, 0) as info:
+            pid = lock.session_pid  # type: ignore[attr-defined]
+            assert pid is not None
+            started = time.monotonic()
+            with pytest.raises(LockHeld, match=rf"postgres session pid {pid} \('mnemostore-migrate/.*waited 0.5 s"):
+                Runner(second, lock_wait=0.5).up()
+            assert time.monotonic() - started >= 0.5
+            holder = Runner(second).lock_holder()
+            assert holder is not None and holder.token == str(pid) and holder.expires_at is None
+            assert Runner(elsewhere, lock_wait=0).up() == IDS  # another schema: another lock
+            broken = Runner(second).break_lock()
+            assert broken is not None and broken.token == str(pid)
+            assert Runner(second).lock_holder() is None
+            with pytest.raises(LockHeld, match="lock session was ended"):
+                lock.refresh(info)
+            assert Runner(second, lock_wait=0).up() == []
+        assert Runner(second).break_lock() is None  # nothing held: nothing to break
+
+
+def _run_up(url: str, barrier: Any, results: Any) -> None:
+    barrier.wait()
+    backend = open_backend(url)
+    try:
+        results.put(Runner(backend, lock_wait=60).up())
+    finally:
+        backend.close()
+
+
+def test_concurrent_runners_on_a_fresh_schema_apply_each_step_once(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(2), context.Queue()
+    workers = [context.Process(target=_run_up, args=(url, barrier, results)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    assert sorted([results.get(timeout=5), results.get(timeout=5)]) == [[], IDS]
+    with backend_at(url) as backend:
+        assert [id for id, _ in ledger_of(backend)] == IDS
+
+
+# stores written before the ledger ------------------------------------------------------------
+def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_server: PostgresTestServer) -> None:
+    schema = load_layout1(postgres_server)
+    url = postgres_server.url(schema=schema)
+    with backend_at(url) as backend:
+        assert backend.legacy_layout() == IDS[0]
+        assert [step.migration.id for step in Runner(backend).plan()] == IDS  # no ledger yet: all look pending
+    with pytest.raises(PendingMigrations, match=rf"{IDS[1]}.*mnemostore migrate up postgresql://"):
+        mnemostore.open(url)
+    with backend_at(url) as backend:
+        assert not Runner(backend).status().ledger_exists  # refusing wrote nothing
+        assert backend.legacy_layout() == IDS[0]
+    before = catalog(postgres_server, schema)
+    for tenant in expected()["tenants"]:
+        with mnemostore.open(url, tenant=tenant, migrate="auto") as store:
+            assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
+            assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied")]
+    assert layout_version(postgres_server, schema) == 2
+    after = catalog(postgres_server, schema)
+    assert after[0] == before[0] and {name for name, _ in after[1] - before[1]} == SCOPE_INDEXES
+    with mnemostore.open(url) as store:  # current now: the default opens it
+        assert store.outcomes.count() == len([r for r in expected_records(None) if r["kind"] == "outcome"])
+
+
+def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes(postgres_server: PostgresTestServer) -> None:
+    legacy = load_layout1(postgres_server)
+    url = postgres_server.url()
+    with mnemostore.open(url, dimension=4) as store:
+        store.outcomes.record("code", True, embedding=[1.0, 0.0, 0.0, 0.0])  # types the vector columns
+    old_columns, old_indexes = catalog(postgres_server, legacy)
+    new_columns, new_indexes = catalog(postgres_server, schema_of(url))
+    assert new_columns == old_columns
+    assert {name for name, _ in new_indexes - old_indexes} == SCOPE_INDEXES
+    assert old_indexes <= new_indexes
+
+
+def _old_schema_module() -> ModuleType:
+    """schema.py of ed63a16 (the last pre-ledger code), loaded beside today's layout.py."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        source = subprocess.run(["git", "show", "ed63a16:src/mnemostore/backends/postgres/schema.py"], cwd=root,
+                                capture_output=True, check=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("the pre-ledger code (commit ed63a16) is not available in this checkout")
+    spec = importlib.util.spec_from_loader("mnemostore.backends.postgres._schema_ed63a16", loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "mnemostore.backends.postgres"
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    try:
+        exec(compile(source, "schema_ed63a16.py", "exec"), module.__dict__)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+def test_pre_ledger_code_refuses_a_store_with_newer_layout(postgres_server: PostgresTestServer) -> None:
+    old = _old_schema_module()
+    url = postgres_server.url()
+    mnemostore.open(url).close()
+    names = old.Names(schema_of(url), "mnemo_", "public")
+    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 2"):
+        old.create_tables(conn, names)
+    with backend_at(url) as backend:
+        Runner(backend).down()  # back to layout 1: what the old code knows
+    with closing(connect(postgres_server)) as conn:
+        old.create_tables(conn, names)
+
+
+def test_store_with_a_newer_layout_version_is_refused(postgres_server: PostgresTestServer) -> None:
+    url = postgres_server.url()
+    mnemostore.open(url).close()
+    with closing(connect(postgres_server)) as conn:
+        conn.execute(f"UPDATE \"{schema_of(url)}\".mnemo_meta SET value = '99' WHERE key = 'layout_version'")
+    with pytest.raises(StoreTooNew, match="layout version 99"):
+        mnemostore.open(url)
+
+
+# the planner ---------------------------------------------------------------------------------
+def test_selective_filters_use_the_scope_indexes(postgres_server: PostgresTestServer) -> None:
+    with mnemostore.open(postgres_server.url(index="exact")) as store:
+        matrix = vectors(2000, 8, seed=3)
+        store.embeddings.put([make("embedding", i, agent="needle" if i % 400 == 0 else "hay",
+                                   project_id=f"p{i % 100}", embedding=matrix[i]) for i in range(2000)])
+        backend = store.backend
+        assert isinstance(backend, PostgresBackend)
+        with closing(connect(postgres_server)) as conn:
+            conn.execute(f'ANALYZE "{backend.options.schema_name}".mnemo_embedding')
+        plan = backend.explain_search("embedding", None, matrix[0], 5, F.agent == "needle")
+        assert "mnemo_embedding_agent" in plan, plan
+        hits = store.embeddings.search(matrix[400], k=5, where=F.agent == "needle")
+        assert [hit.record.agent for hit in hits] == ["needle"] * 5 and hits[0].record.id == make("embedding", 400).id
+        compiler = FilterCompiler(layout("embedding", "mnemo_"))
+        for where in (F.project_id == "p7", F.project_id.in_(["p7", "p8"])):
+            condition = compiler.where(where)
+            with closing(connect(postgres_server)) as conn:
+                statement = sql.SQL("EXPLAIN SELECT count(*) FROM {} WHERE tenant = '' AND {}").format(
+                    sql.Identifier(backend.options.schema_name, "mnemo_embedding"), condition)
+                rows = conn.execute(statement, compiler.params).fetchall()
+                compiler.params.clear()
+            assert "mnemo_embedding_project" in "\n".join(row[0] for row in rows), rows
+
+
+def test_scope_index_keys_are_prefixes_so_long_and_alike_values_still_match_exactly(
+        postgres_server: PostgresTestServer) -> None:
+    alike = ["x" * 64 + "a", "x" * 64 + "b", "long 🧠 text " * 20_000]
+    with mnemostore.open(postgres_server.url(), dimension=2) as store:
+        made = [store.outcomes.record("code", True, agent=agent, embedding=[1.0, float(i)])
+                for i, agent in enumerate(alike)]
+        store.outcomes.record("code", True, agent="x" * 64)
+        for record in made:
+            assert [r.id for r in store.outcomes.query(F.agent == record.agent)] == [record.id]
+            hits = store.outcomes.search([1.0, 0.0], k=3, where=F.agent == record.agent)
+            assert [hit.record.id for hit in hits] == [record.id]
+        both = store.outcomes.query(F.agent.in_(alike[:2]), order_by="agent")
+        assert [r.id for r in both] == [made[0].id, made[1].id]
+        assert store.outcomes.count(F.agent != alike[0]) == 3
