@@ -171,10 +171,40 @@ class UpsertDuplicates(Broken):
         super().put(kind, [r for r in fresh if (r.tenant_id, r.id) not in rows or r.id.endswith("\u200b")])
 
 
+class DropsMetadata(Broken):
+    bug = "records lose their metadata on the way in"
+
+    def put(self, kind: str, records: Sequence[Record]) -> None:
+        super().put(kind, [r.model_copy(update={"metadata": {}}) for r in records])
+
+
+class OneResultShort(Broken):
+    bug = "vector search returns k - 1 results"
+
+    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
+               vectors: bool = True) -> list[Hit]:
+        return super().search(kind, tenant, vector, k, where, vectors)[: max(k - 1, 0)]
+
+
+class UnstableSort(Broken):
+    bug = "ties in the ordering come back in arbitrary order (no id tie-breaker)"
+
+    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+              limit: int | None, vectors: bool = True) -> list[Record]:
+        import random
+
+        from mnemostore.backends.memory import sort_records
+
+        found = super().query(kind, tenant, where, (), None, vectors)
+        random.Random(len(found)).shuffle(found)
+        found = sort_records(found, [key for key in order if key.field != "id"])
+        return found if limit is None else found[:limit]
+
+
 VARIANTS: tuple[type[Broken], ...] = (
     NotEqualDropsMissing, FilterAfterSearch, LostIncrements, DescendingIgnored, TenantLeak, OffsetsLost,
     PartialBatch, DeleteIgnoresFilter, CountIgnoresFilter, FloatsBecomeInts, LimitIgnored, EmbeddingsDropped,
-    L2Reversed, UpsertDuplicates,
+    L2Reversed, UpsertDuplicates, DropsMetadata, OneResultShort, UnstableSort,
 )
 
 

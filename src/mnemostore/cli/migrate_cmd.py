@@ -8,11 +8,11 @@ module:attribute` (a migration or a list of them), so status and up see them too
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from .objects import import_object
 from .render import table, to_json
 
 if TYPE_CHECKING:
@@ -91,13 +91,7 @@ def load_migrations(specs: Sequence[str]) -> list[Migration]:
 
     found: list[Migration] = []
     for spec in specs:
-        module_name, _, attribute = spec.partition(":")
-        if not module_name or not attribute:
-            raise ConfigError(f"--migrations {spec!r}: expected MODULE:NAME, e.g. myapp.migrations:MIGRATIONS")
-        try:
-            value = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"--migrations {spec!r}: {exc}") from None
+        value = import_object(spec, "--migrations", "myapp.migrations:MIGRATIONS")
         items = [value] if isinstance(value, Migration) else list(value)
         bad = [item for item in items if not isinstance(item, Migration)]
         if bad:

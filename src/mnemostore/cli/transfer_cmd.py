@@ -1,4 +1,4 @@
-"""`mnemostore copy SRC DST`, `mnemostore export SRC FILE`, `mnemostore import FILE DST`.
+"""`mnemostore copy SRC DST`, `export SRC FILE`, `import FILE DST` and `reembed SRC STAGING`.
 
 Moving a whole store between backends, directly or through a portable archive; each run ends
 with a verification (counts and checksums per kind) and prints what was moved and how fast.
@@ -54,6 +54,25 @@ def add_parser(commands: Any) -> None:
     _common(load, kinds=False)
     load.set_defaults(run=run_import)
 
+    again = commands.add_parser(
+        "reembed", help="write a store re-embedded with a new model into a staging store, verified",
+        description="Copy every record of SRC into STAGING with each embedding recomputed by --embedder (a "
+                    "function list[str] -> vectors) under the new --model and --dimension; every other field is "
+                    "kept and verified. SRC is never changed: switch over by pointing your configuration at "
+                    "STAGING once this has finished. An interrupted run continues where it stopped.")
+    again.add_argument("source", metavar="SRC", help="the store to re-embed (left unchanged)")
+    again.add_argument("destination", metavar="STAGING", help="a new store for the re-embedded records")
+    again.add_argument("--embedder", required=True, metavar="MODULE:NAME",
+                       help="the embedding function: texts (list of str) -> one vector per text")
+    again.add_argument("--model", required=True, help="the new embedding model's name (stored and checked on open)")
+    again.add_argument("--dimension", required=True, type=int, help="the new model's vector dimension")
+    again.add_argument("--text", metavar="MODULE:NAME",
+                       help="record -> text to embed (default: an embedding's text, an outcome's task, a "
+                            "heuristic's condition and strategy, an anti-pattern's pattern)")
+    _destination_options(again)
+    _common(again)
+    again.set_defaults(run=run_reembed, batch_size=256)
+
 
 def _common(parser: argparse.ArgumentParser, kinds: bool = True) -> None:
     if kinds:
@@ -105,6 +124,20 @@ def run_import(args: argparse.Namespace) -> int:
         report = import_archive(args.file, args.destination, batch_size=args.batch_size, progress=bar,
                                 resume=args.resume, overwrite=args.overwrite, lock_wait=args.lock_wait)
     return _show(args, report, "imported")
+
+
+def run_reembed(args: argparse.Namespace) -> int:
+    from ..migrations.reembedding import default_text, reembed
+    from .objects import import_object
+    from .progress import progress_bar
+
+    embed = import_object(args.embedder, "--embedder", "myapp.embeddings:embed")
+    text = import_object(args.text, "--text", "myapp.embeddings:text_of") if args.text else default_text
+    with progress_bar(args.quiet) as bar:
+        report = reembed(args.source, args.destination, embed, model=args.model, dimension=args.dimension,
+                         text=text, kinds=_kinds(args), batch_size=args.batch_size, progress=bar,
+                         resume=args.resume, overwrite=args.overwrite, lock_wait=args.lock_wait)
+    return _show(args, report, "re-embedded")
 
 
 def _show(args: argparse.Namespace, report: CopyReport, verb: str) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_getattr
 
 _EXPORTS: dict[str, str] = {
+    "reembed": "mnemostore.migrations.reembedding",
     "LayoutMigration": "mnemostore.migrations.model",
     "RecordMigration": "mnemostore.migrations.model",
     "Migration": "mnemostore.migrations.model",
@@ -68,5 +69,6 @@ if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --str
     from .records import add_metadata_default as add_metadata_default
     from .records import recompute as recompute
     from .records import rename_metadata_key as rename_metadata_key
+    from .reembedding import reembed as reembed
     from .runner import Runner as Runner
     from .runner import Step as Step

@@ -112,14 +112,17 @@ def batches(backend: Backend, kind: str, batch_size: int,
                 break
 
 
-def record_bytes(record: Record) -> bytes:
+def record_bytes(record: Record, vectors: bool = True) -> bytes:
     """A record's canonical encoding: its fields as JSON with sorted keys (datetimes in RFC 3339
-    with their offset, as the codec writes them), then its embedding as float32 little-endian."""
+    with their offset, as the codec writes them), then its embedding as float32 little-endian
+    (with `vectors=False` only whether it has one: a re-embedding changes every vector)."""
     fields = record.__dict__.copy()
     embedding = fields.pop("embedding")
     document = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
     if embedding is None:
         return b"%d:%s-" % (len(document), document)
+    if not vectors:
+        return b"%d:%sv" % (len(document), document)
     vector = embedding.tobytes() if _LITTLE_ENDIAN else embedding.astype("<f4").tobytes()
     return b"%d:%sv%d:%s" % (len(document), document, len(vector), vector)
 
@@ -127,15 +130,16 @@ def record_bytes(record: Record) -> bytes:
 class Digest:
     """Count and SHA-256 of a stream of records, in stream order."""
 
-    def __init__(self) -> None:
+    def __init__(self, vectors: bool = True) -> None:
         self.count = 0
+        self.vectors = vectors
         self._hash = hashlib.sha256()
 
     def update(self, records: Sequence[Record]) -> None:
         self.count += len(records)
-        update = self._hash.update
+        update, vectors = self._hash.update, self.vectors
         for record in records:
-            update(record_bytes(record))
+            update(record_bytes(record, vectors))
 
     @property
     def hexdigest(self) -> str:
@@ -148,9 +152,9 @@ class Digest:
 
 
 def digest_kind(backend: Backend, kind: str, batch_size: int,
-                advance: Callable[[int], None] | None = None) -> Digest:
+                advance: Callable[[int], None] | None = None, vectors: bool = True) -> Digest:
     """The digest of every record of `kind` in `backend`, streamed in `batches` order."""
-    digest = Digest()
+    digest = Digest(vectors)
     for _, page in batches(backend, kind, batch_size):
         digest.update(page)
         if advance is not None:
