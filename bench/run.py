@@ -1,7 +1,7 @@
 """Run the mnemostore benchmarks and print a table of medians beside raw sqlite3/numpy baselines.
 
-    python bench/run.py            # the full run (a few minutes)
-    python bench/run.py --quick    # smaller sizes, under a minute
+    python bench/run.py            # the full run (several minutes; the server groups take most)
+    python bench/run.py --quick    # smaller sizes (a few minutes; the sqlite groups alone under a minute)
     python bench/run.py --repeat 7 --only search,checkpoints
 
 Not a test: nothing here asserts; the MET column compares each row with the issue's target.
@@ -24,8 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 from case_checkpoints import bench_checkpoints
+from case_chroma import bench_chroma
+from case_copy import bench_copy
 from case_import import bench_import
+from case_langgraph import bench_langgraph
+from case_langgraph_store import bench_langgraph_store
+from case_postgres import bench_postgres
 from case_put import bench_file_put, bench_file_single_put, bench_sqlite_put
+from case_qdrant import bench_qdrant
 from case_search import bench_search
 from harness import Results
 
@@ -42,13 +48,25 @@ class Sizes:
     checkpoints: int
     import_runs: int
     repeat: int
+    copy: int
+    copy_small: int
+    postgres_put: int
+    postgres_search: int
+    chroma: int
+    qdrant_disk: int
+    qdrant_memory: int
+    langgraph: int
 
 
 FULL = Sizes(put=10_000, file_small=1_000, file_large=50_000, search=(10_000, 100_000), queries=50,
-             checkpoints=1_000, import_runs=10, repeat=5)
+             checkpoints=1_000, import_runs=10, repeat=5, copy=100_000, copy_small=10_000,
+             postgres_put=10_000, postgres_search=10_000, chroma=5_000, qdrant_disk=2_000, qdrant_memory=10_000,
+             langgraph=200)
 QUICK = Sizes(put=10_000, file_small=1_000, file_large=10_000, search=(10_000,), queries=30,
-              checkpoints=200, import_runs=5, repeat=3)
-GROUPS = ("import", "put", "file", "search", "checkpoints")
+              checkpoints=200, import_runs=5, repeat=3, copy=20_000, copy_small=2_000,
+              postgres_put=2_000, postgres_search=2_000, chroma=1_000, qdrant_disk=300, qdrant_memory=2_000,
+              langgraph=50)
+GROUPS = ("import", "put", "file", "search", "checkpoints", "copy", "postgres", "chroma", "qdrant", "langgraph")
 
 
 def backend_problem(scheme: str) -> str | None:
@@ -62,7 +80,7 @@ def backend_problem(scheme: str) -> str | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (under a minute)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (a few minutes)")
     parser.add_argument("--repeat", type=int, help="repeats per measurement; the median is reported "
                                                    "(default 5, or 3 with --quick)")
     parser.add_argument("--only", help=f"comma-separated groups to run: {','.join(GROUPS)}")
@@ -92,6 +110,14 @@ def main() -> int:
                                                             with_query=n == sizes.search[0]))
               for n in sizes.search),
             ("checkpoints", "sqlite", lambda: bench_checkpoints(results, sizes.checkpoints, repeat, tmp)),
+            ("copy", "sqlite", lambda: bench_copy(results, sizes.copy, sizes.copy_small, min(repeat, 3), tmp)),
+            ("postgres", "postgresql", lambda: bench_postgres(results, sizes.postgres_put, sizes.postgres_search,
+                                                              repeat, tmp, sizes.queries)),
+            ("chroma", "chroma", lambda: bench_chroma(results, sizes.chroma, repeat, tmp, sizes.queries)),
+            ("qdrant", "qdrant", lambda: bench_qdrant(results, sizes.qdrant_disk, sizes.qdrant_memory, repeat, tmp,
+                                                      sizes.queries)),
+            ("langgraph", "sqlite", lambda: bench_langgraph(results, sizes.langgraph, repeat, tmp)),
+            ("langgraph", "sqlite", lambda: bench_langgraph_store(results, 1_000, repeat, tmp, sizes.queries)),
         ]
         for group, scheme, run in plan:
             if group not in groups:
