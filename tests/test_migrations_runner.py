@@ -481,9 +481,9 @@ def test_a_store_from_before_the_ledger_holding_records_is_not_mistaken_for_a_ne
     registry.register(RefusingMemoryBackend, replace=True)
     try:
         url = f"refusing-memory://{uuid.uuid4().hex}"
-        backend = open_backend(url)
-        backend.put("outcome", [make("outcome", 1)])  # written before any ledger existed
-        backend.close()
+        with mnemostore.open(url) as store:
+            store.outcomes.put([make("outcome", 1)])
+            store.backend.write_meta(LEDGER_KEY, None)  # as written by a mnemostore from before the ledger
         migration = add_metadata_default("app.pre_ledger", "tagged", True)
         with pytest.raises(PendingMigrations, match=r"app\.pre_ledger"):
             mnemostore.open(url, migrations=[migration])

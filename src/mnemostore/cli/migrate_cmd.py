@@ -163,7 +163,7 @@ def render_plan(steps: Sequence[Step], direction: str, sql: bool) -> str:
 
 def collect_status(runner: Runner) -> dict[str, Any]:
     """The store's migration state as plain data (for text and --json)."""
-    from ..core.store import PARAMS_KEY
+    from ..core.protocol import PARAMS_KEY
 
     status = runner.status()
     backend = runner.backend

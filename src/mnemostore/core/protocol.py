@@ -50,6 +50,10 @@ class Hit(NamedTuple):
     score: float
 
 
+PARAMS_KEY = "params"
+"""The meta key under which a store keeps its `StoreParams`."""
+
+
 @dataclass(frozen=True)
 class StoreParams:
     """Parameters fixed for the life of a store, persisted in it and checked on open."""

@@ -23,7 +23,7 @@ from .errors import (
     ValidationError,
 )
 from .filters import Expr, walk
-from .protocol import Backend, Hit, StoreParams
+from .protocol import PARAMS_KEY, Backend, Hit, StoreParams
 from .records import AntiPattern, Checkpoint, Embedding, Heuristic, Outcome, Record, record_type, utcnow
 from .registry import ensure_driver, registry
 from .url import StoreURL
@@ -32,7 +32,6 @@ from .vectors import as_vector
 if TYPE_CHECKING:
     from ..migrations.model import Migration
 
-PARAMS_KEY = "params"
 _FIXED_FIELDS = frozenset({"id", "tenant_id", "created_at", "kind"})
 
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..core.errors import ChecksumMismatch, MigrationError, PendingMigrations, StoreTooNew, UnsupportedCapability
-from ..core.records import KINDS
+from ..core.errors import ChecksumMismatch, MigrationError, PendingMigrations, StoreTooNew
+from ..core.protocol import PARAMS_KEY
 from .ledger import LEDGER_KEY, Ledger, LedgerEntry
 from .locking import LockInfo, MigrationLock, holding
 from .model import Direction, LayoutMigration, Migration, RecordMigration
@@ -157,20 +157,11 @@ class Runner:
 
     # internals ------------------------------------------------------------------------
     def _is_new(self, status: Status) -> bool:
-        """No ledger and nothing stored yet. A backend with a layout history reports an older
-        layout through `legacy_layout()`; one without is looked at for records."""
+        """No ledger and never opened as a store: every open by any mnemostore version writes the
+        store's parameters, so a store without them holds nothing (one metadata read)."""
         if status.ledger_exists or self.backend.legacy_layout() is not None:
             return False
-        if type(self.backend).layout_migrations:
-            return True
-        for kind in KINDS:
-            try:
-                if self.backend.tenants(kind):
-                    return False
-            except UnsupportedCapability:
-                if self.backend.count(kind, None, None):
-                    return False
-        return True
+        return self.backend.read_meta(PARAMS_KEY) is None
 
     def _settled_status(self) -> Status:
         """The status once no live runner holds the lock (waiting at most `lock_wait`): a

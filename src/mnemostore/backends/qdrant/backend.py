@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.filters import Expr, matches
-from ...core.protocol import Backend, Hit, OrderKey, StoreParams, apply_update
+from ...core.protocol import PARAMS_KEY, Backend, Hit, OrderKey, StoreParams, apply_update
 from ...core.records import Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
@@ -89,7 +89,7 @@ class QdrantBackend(Backend):
             layout = Layout(handle, self.qdrant_options.prefix)
             layout.open()
             self._handle, self._layout = handle, layout
-            stored = self.read_meta("params")
+            stored = self.read_meta(PARAMS_KEY)
             if stored:
                 layout.check(StoreParams.from_meta(stored))
         except BaseException:
