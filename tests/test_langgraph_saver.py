@@ -26,7 +26,7 @@ from mnemostore.integrations.langgraph import MnemostoreSaver  # noqa: E402
 
 __all__ = ["postgres_server"]
 
-BACKENDS = ["memory", "sqlite", "file", "postgres"]
+BACKENDS = ["memory", "sqlite", "file", "postgres", "qdrant", "chroma"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -40,6 +40,8 @@ def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]
         "memory": lambda: f"memory://{uuid.uuid4().hex}",
         "sqlite": lambda: f"sqlite:///{tmp_path / f'store{next(counter)}.db'}",
         "file": lambda: f"file://{tmp_path / f'store{next(counter)}'}",
+        "qdrant": lambda: f"qdrant://memory/{uuid.uuid4().hex}",
+        "chroma": lambda: f"chroma://memory?prefix=s{uuid.uuid4().hex[:12]}_",
     }
     return urls[request.param]
 
