@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "mnemostore-lmdb"
-SLICE = "round_trip or tenant or atomic or processes or search_matches"
+SLICE = "test_put_then_get_returns_equal_record or test_tenants_cannot_read or test_processes_reinforcing"
 
 pytest.importorskip("lmdb")
 

@@ -1,5 +1,6 @@
 """Garbage into every entry point: each call either succeeds (what was put reads back exactly)
-or raises a ValidationError naming the problem (UnsupportedFilter for a query), and a call that
+or raises a ValidationError naming the problem (UnsupportedFilter for a query, and
+UnsupportedCapability for a search the backend does not declare), and a call that
 raised leaves the store exactly as it was: no driver error escapes, nothing is half-written."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ...core.errors import MnemostoreError, UnsupportedFilter, ValidationError
+from ...core.errors import MnemostoreError, UnsupportedCapability, UnsupportedFilter, ValidationError
 from ...core.records import Record, record_type
 from ...core.store import Store
 from ..factories import batch
@@ -83,7 +84,10 @@ class FuzzClauses:
             "delete": lambda: collection.delete(data.draw(st.lists(_odd_scalars, max_size=2))),
         }
         name = data.draw(st.sampled_from(sorted(calls)), label="entry point")
-        allowed = (ValidationError, UnsupportedFilter) if name == "query" else (ValidationError,)
+        allowed: tuple[type[MnemostoreError], ...] = {
+            "query": (ValidationError, UnsupportedFilter),
+            "search": (ValidationError, UnsupportedFilter, UnsupportedCapability),  # undeclared metrics
+        }.get(name, (ValidationError,))
         result = _call(calls[name], allowed)
         if isinstance(result, MnemostoreError) or name in ("query", "search", "get"):
             assert_same_records(_snapshot(store, kind), before)  # rejected, or a read: nothing changed
