@@ -78,7 +78,7 @@ class TenantLeak(Broken):
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
               limit: int | None, vectors: bool = True) -> list[Record]:
-        from mnemostore.backends.memory import sort_records
+        from mnemostore.core.query import sort_records
 
         found = [r for t in self.tenants(kind) for r in super().query(kind, t, where, order, None, vectors)]
         found = sort_records(found, order)
@@ -193,7 +193,7 @@ class UnstableSort(Broken):
               limit: int | None, vectors: bool = True) -> list[Record]:
         import random
 
-        from mnemostore.backends.memory import sort_records
+        from mnemostore.core.query import sort_records
 
         found = super().query(kind, tenant, where, (), None, vectors)
         random.Random(len(found)).shuffle(found)

@@ -6,10 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mnemostore.backends.memory import sort_records
 from mnemostore.core.errors import ValidationError
 from mnemostore.core.filters import F, matches
-from mnemostore.core.query import after, decode_cursor, encode_cursor, parse_order
+from mnemostore.core.query import after, decode_cursor, encode_cursor, parse_order, sort_records
 from mnemostore.core.records import KINDS, record_type
 from mnemostore.testing.oracle import json_difference
 from mnemostore.testing.strategies import examples, orderings, records

@@ -14,6 +14,7 @@ from ..core import codec
 from ..core.capabilities import Capability
 from ..core.filters import Expr, matches
 from ..core.protocol import Backend, Hit, OrderKey, apply_update
+from ..core.query import sort_records
 from ..core.records import Record
 from ..core.vectors import Vector
 from ..core.vectorsearch import scores, top_k
@@ -32,20 +33,6 @@ class _Data:
 
 _SHARED: dict[str, _Data] = {}
 _SHARED_LOCK = threading.Lock()
-
-
-def sort_records(records: list[Record], order: Sequence[OrderKey]) -> list[Record]:
-    """Sort by `order`, None as the smallest value (first ascending, last descending): the reference order."""
-    result = list(records)
-    for key in reversed(order):
-        field = key.field
-
-        def sort_key(record: Record, field: str = field) -> tuple[bool, Any]:
-            value = getattr(record, field)
-            return (value is not None, value if value is not None else 0)
-
-        result.sort(key=sort_key, reverse=key.descending)
-    return result
 
 
 class MemoryBackend(Backend):

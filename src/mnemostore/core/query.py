@@ -1,6 +1,7 @@
 """Ordering and cursor pagination, done once in core for every backend.
 
-A cursor encodes the sort values of the last row returned. Core turns it into a
+`sort_records` is the reference ordering every backend must match; backends that sort in
+Python (and the suite's oracle) use it. A cursor encodes the sort values of the last row returned. Core turns it into a
 keyset filter ("rows after this one") in the filter language, so a backend only ever
 sees `where + order + limit` and pagination is stable whatever the engine.
 """
@@ -19,6 +20,20 @@ from .errors import ValidationError
 from .filters import Cmp, Expr, F, Field, Or, all_of
 from .protocol import ID_ORDER, OrderKey
 from .records import Record
+
+
+def sort_records(records: list[Record], order: Sequence[OrderKey]) -> list[Record]:
+    """Sort by `order`, None as the smallest value (first ascending, last descending): the reference order."""
+    result = list(records)
+    for key in reversed(order):
+        field = key.field
+
+        def sort_key(record: Record, field: str = field) -> tuple[bool, Any]:
+            value = getattr(record, field)
+            return (value is not None, value if value is not None else 0)
+
+        result.sort(key=sort_key, reverse=key.descending)
+    return result
 
 
 def parse_order(order_by: str | Sequence[str | OrderKey] | None, record_cls: type[Record]) -> tuple[OrderKey, ...]:

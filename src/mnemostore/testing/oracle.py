@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.memory import sort_records
 from ..core.collection import OrderBy, Where, bind_where
 from ..core.filters import matches
-from ..core.query import parse_order
+from ..core.query import parse_order, sort_records
 from ..core.records import Record, record_type
 from ..core.store import Store
 from ..core.store import open as open_store

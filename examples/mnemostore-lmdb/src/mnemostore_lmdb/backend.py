@@ -22,10 +22,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from mnemostore import Backend, Capability, ConfigError, Hit, OrderKey, Record, StoreClosed
-from mnemostore.backends.memory import sort_records
 from mnemostore.core import codec
 from mnemostore.core.filters import Expr, matches
 from mnemostore.core.protocol import apply_update
+from mnemostore.core.query import sort_records
 from mnemostore.core.records import KINDS
 from mnemostore.core.vectorsearch import scores, top_k
 from mnemostore.migrations import FileLock, MigrationLock

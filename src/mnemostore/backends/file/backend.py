@@ -34,12 +34,12 @@ from ...core.capabilities import Capability
 from ...core.errors import BackendError, ConfigError, SchemaMismatch, StoreClosed
 from ...core.filters import Expr, matches
 from ...core.protocol import Backend, Hit, OrderKey, apply_update
+from ...core.query import sort_records
 from ...core.records import KINDS, Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...core.vectorsearch import prepare_query, scores, top_k
 from ...migrations.locking import FileLock, MigrationLock
-from ..memory import sort_records
 from .convert import detached, to_json
 from .files import replace_atomically
 from .index import KindIndex

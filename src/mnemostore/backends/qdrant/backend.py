@@ -20,11 +20,11 @@ from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.filters import Expr, matches
 from ...core.protocol import PARAMS_KEY, Backend, Hit, OrderKey, StoreParams, apply_update
+from ...core.query import sort_records
 from ...core.records import Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...migrations.locking import FileLock, MigrationLock
-from ..memory import sort_records
 from . import payload as codec
 from .filters import Translation, translate
 from .handles import Handle, acquire, release
