@@ -10,6 +10,9 @@ the timed call). Searches query mnemostore's own collection, through a second cl
 from __future__ import annotations
 
 import shutil
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ import numpy as np
 import orjson
 from case_search import numpy_top_k
 from data import AGENTS, heuristic_dicts, unit_vectors
-from harness import Results, Row, median, per_call, timed
+from harness import Results, Row, median, timed
 
 import mnemostore
 from mnemostore.backends.chroma.options import ChromaOptions
@@ -130,10 +133,13 @@ def _bench_search(results: Results, path: Path, vectors: np.ndarray, repeat: int
         recall, raw_recall = _recall(found, truth), _recall(raw_found, truth)
         t: dict[str, list[float]] = {"ours": [], "raw": [], "ours_f": [], "raw_f": []}
         for _ in range(repeat):
-            t["ours"].append(per_call(lambda i: search(qs[i], k=K, vectors=False), queries))
-            t["raw"].append(per_call(lambda i: raw_search(collection, qs[i]), queries))
-            t["ours_f"].append(per_call(lambda i: search(qs[i], k=K, where=where, vectors=False), queries))
-            t["raw_f"].append(per_call(lambda i: raw_search(collection, qs[i], FILTER_AGENT), queries))
+            for key, value in interleaved_per_call({
+                "ours": lambda i: search(qs[i], k=K, vectors=False),
+                "raw": lambda i: raw_search(collection, qs[i]),
+                "ours_f": lambda i: search(qs[i], k=K, where=where, vectors=False),
+                "raw_f": lambda i: raw_search(collection, qs[i], FILTER_AGENT),
+            }, queries).items():
+                t[key].append(value)
         client.close()
     m = {key: median(values) for key, values in t.items()}
     label = f"chroma top-{K} search {n:,} x384"
@@ -145,6 +151,19 @@ def _bench_search(results: Results, path: Path, vectors: np.ndarray, repeat: int
     results.add(row)
     results.add(Row(f"{label}, agent filter (10%)", m["ours_f"], m["raw_f"],
                     baseline_name="collection.query, where agent"))
+
+
+def interleaved_per_call(fns: dict[str, Callable[[int], object]], calls: int) -> dict[str, float]:
+    """Median seconds of each `fn(i)` over `calls` calls, the functions taking turns call by call:
+    on a shared machine load comes and goes within a second, and a block of one function's calls
+    then the other's would each catch a different load."""
+    samples: dict[str, list[float]] = {key: [] for key in fns}
+    for i in range(calls):
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            fn(i)
+            samples[key].append(time.perf_counter() - start)
+    return {key: statistics.median(values) for key, values in samples.items()}
 
 
 def _recall(found: list[list[str]], truth: list[list[str]]) -> float:

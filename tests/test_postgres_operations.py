@@ -189,3 +189,31 @@ def test_batch_with_existing_ids_upserts_through_copy(store: Store) -> None:
     assert store.embeddings.count() == 300
     assert store.embeddings.get(second[0].id) == second[0]
     assert np.array_equal(store.embeddings.get(first[0].id).embedding, matrix[0])  # type: ignore[union-attr]
+
+
+def test_a_connection_the_server_closed_is_replaced_without_a_ping_per_call(
+        postgres_server: PostgresTestServer) -> None:
+    # pool_check_after is long: only the socket check can notice the closed connections.
+    with mnemostore.open(postgres_server.url(pool_check_after="3600")) as store:
+        record = store.heuristics.add(make("heuristic", 3))
+        with psycopg.connect(conninfo(store), autocommit=True) as admin:
+            killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                   "WHERE application_name = 'mnemostore' AND pid <> pg_backend_pid()").fetchone()
+        assert killed is not None and killed[0] >= 1
+        time.sleep(0.2)  # the FATAL message reaches the idle sockets
+        assert store.heuristics.get(record.id) == record
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot", "l2"])
+def test_search_without_vectors_gives_the_same_hits_and_scores(
+        postgres_server: PostgresTestServer, metric: str) -> None:
+    with mnemostore.open(postgres_server.url(), metric=metric) as store:
+        matrix = vectors(300, 16, seed=4)
+        store.embeddings.put([make("embedding", i, agent=f"a{i % 3}", embedding=matrix[i]) for i in range(300)])
+        for where in (None, F.agent == "a1"):
+            with_vectors = store.embeddings.search(matrix[5], k=10, where=where)
+            without = store.embeddings.search(matrix[5], k=10, where=where, vectors=False)
+            assert [hit.record.id for hit in without] == [hit.record.id for hit in with_vectors]
+            assert all(hit.record.embedding is None for hit in without)
+            for a, b in zip(without, with_vectors, strict=True):
+                assert a.score == pytest.approx(b.score, rel=1e-5, abs=1e-5)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Collection as Collection_
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .collection import Collection
+from .collection import Collection, _check_ids
 from .errors import NotFound, ValidationError
 from .filters import Expr, F
 from .records import Checkpoint
 
 M = TypeVar("M", bound=BaseModel)
+_NEWEST_FIRST = ("-sequence", "-created_at")
 
 
 class _Latest:
@@ -60,27 +62,44 @@ class Checkpoints(Collection[Checkpoint]):
         """
         if isinstance(state, BaseModel):
             state = state.model_dump(mode="json")
-        parents = self._parents(run_id, branch, parent)
-        sequence = 1 + max((p.sequence for p in parents), default=-1)
+        parents = self._parent_refs(run_id, branch, parent)
+        sequence = 1 + max((seq for _, seq in parents), default=-1)
         return self.add(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
-                        parent_ids=[p.id for p in parents], sequence=sequence, **fields)
+                        parent_ids=[pid for pid, _ in parents], sequence=sequence, **fields)
 
-    def _parents(self, run_id: str, branch: str, parent: Any) -> list[Checkpoint]:
+    def _parent_refs(self, run_id: str, branch: str, parent: Any) -> list[tuple[str, int]]:
+        """(id, sequence) of the parents `parent` names: read without decoding their states."""
         if parent is LATEST:
-            latest = self.latest(run_id, branch=branch)
-            return [latest] if latest is not None else []
+            return self._values(self._run_filter(run_id, branch), ("id", "sequence"),
+                                order_by=_NEWEST_FIRST, limit=1)
         if parent is None:
             return []
-        ids = [parent] if isinstance(parent, str) else list(parent)
+        ids = self._parent_ids(parent)
+        found = dict(self._values(F.id.in_(ids), ("id", "sequence")))
+        self._check_found(ids, found)
+        return [(i, found[i]) for i in dict.fromkeys(ids)]
+
+    def _parents(self, run_id: str, branch: str, parent: Any) -> list[Checkpoint]:
+        ids = self._parent_ids(parent)
         found = self.get_many(ids, vectors=False)
-        missing = set(ids) - {c.id for c in found}
+        self._check_found(ids, {c.id for c in found})
+        return found
+
+    @staticmethod
+    def _parent_ids(parent: Any) -> list[str]:
+        ids = [parent] if isinstance(parent, str) else list(parent)
+        _check_ids(ids, "parent")
+        return ids
+
+    @staticmethod
+    def _check_found(ids: list[str], found: Collection_[str]) -> None:
+        missing = set(ids) - set(found)
         if missing:
             raise ValidationError.one("parent", f"no checkpoint with id {sorted(missing)[0]!r}")
-        return found
 
     def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
         """The checkpoint with the highest sequence (newest first on ties), or None."""
-        return self.first(self._run_filter(run_id, branch), order_by=["-sequence", "-created_at"])
+        return self.first(self._run_filter(run_id, branch), order_by=_NEWEST_FIRST)
 
     def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
         """Every checkpoint of a run (optionally one branch), oldest first."""

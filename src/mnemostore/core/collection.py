@@ -101,8 +101,10 @@ class Collection(Generic[R]):
 
     # reading ------------------------------------------------------------------
     def get(self, id: str) -> R | None:
-        found = self.get_many([id])
-        return found[0] if found else None
+        """The record with this id, or None."""
+        _check_ids((id,), "ids")
+        found = self._store._backend_call("get", self.kind, self._store.tenant, [id], True)
+        return cast(R, found[0]) if found else None
 
     def __getitem__(self, id: str) -> R:
         found = self.get(id)
@@ -156,6 +158,14 @@ class Collection(Generic[R]):
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+    def _values(self, where: Where, fields: Sequence[str], *, order_by: OrderBy = None,
+                limit: int | None = None) -> list[tuple[Any, ...]]:
+        """Just these fields of the matching records, in order: no document is decoded where the
+        backend can avoid it (see `Backend.query_values`)."""
+        return list(self._store._backend_call(
+            "query_values", self.kind, self._store.tenant, self._bind(where),
+            parse_order(order_by, self.record_cls), limit, tuple(fields)))
 
     def all(self, where: Where = None, *, order_by: OrderBy = None) -> list[R]:
         return self.query(where, order_by=order_by).items

@@ -68,7 +68,8 @@ def dumps_json_document(value: Any, path: str) -> bytes:
     """
     try:
         data = orjson.dumps(value, option=_STRICT)
-        if b"\\u0000" not in data and orjson.loads(data) == value:
+        # NUL is written as an escape: look for one only if there is any escape (memchr-fast)
+        if not (b"\\" in data and b"\\u0000" in data) and orjson.loads(data) == value:
             return data
     except (TypeError, orjson.JSONEncodeError):
         pass

@@ -174,6 +174,15 @@ class Backend(ABC):
         """Records with these ids, in any order, missing ones left out. Override for speed."""
         return self.query(kind, tenant, F.id.in_(ids), (ID_ORDER,), None, vectors)
 
+    def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+                     limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The values of `fields` of the records `query` would return, as tuples in its order.
+
+        A light query (e.g. a checkpoint's id and sequence, without its state). The default
+        reads whole records; override to read only the fields' columns."""
+        records = self.query(kind, tenant, where, order, limit, False)
+        return [tuple(getattr(record, name) for name in fields) for record in records]
+
     def search(
         self,
         kind: str,

@@ -5,7 +5,8 @@ named tenant, so tenants are isolated by Chroma itself and an unfiltered search 
 where clause) holding the records with an embedding, indexed with the store's metric,
 and `<name>-novec` for records without one (Chroma needs a vector per row: they get a
 constant 1-d placeholder and are never searched); `<prefix>meta` holds store parameters,
-the migration ledger and, on a server, the migration lock row (lock.py). An embedded
+the migration ledger, the tenant registry (registry.py) and, on a server, the migration lock
+row (lock.py). An embedded
 store on disk keeps its migration lock file `[<scope>.]<prefix>migrate.lock` in the directory.
 Embedding records keep `namespace` as a filter field in the kind's collection: a search
 or query across namespaces stays one Chroma call. Rows: rows.py. Filters: where.py.
@@ -16,10 +17,10 @@ Costs, since Chroma has no server-side ordering, transactions or increments:
 - writes, and the read-modify-write of `update`, hold a process-wide lock per store, so
   increments are atomic among the store instances of one process (not across processes:
   `multi_process` is not declared);
-- search asks Chroma's HNSW index for candidates with the filter inside the query and
-  re-ranks them exactly (numpy, float64) from the stored float32 vectors, widening the
-  candidate set until the k-th result is clear of the candidates not fetched; recall is
-  HNSW's (`ef_search`).
+- search asks Chroma's HNSW index for k + 1 candidates with the filter inside the query,
+  keeps Chroma's order where its float32 distances are clearly apart and rescores near-ties
+  exactly from the stored float32 vectors (ranking.py), widening the candidate set until
+  the k-th result is clear of the candidates not fetched; recall is HNSW's (`ef_search`).
 """
 
 from __future__ import annotations
@@ -38,14 +39,27 @@ from ...core.capabilities import Capability
 from ...core.errors import BackendError, MnemostoreError, SchemaMismatch
 from ...core.filters import And, Cmp, Expr, matches
 from ...core.protocol import Backend, Hit, OrderKey, apply_update
-from ...core.records import Record, record_type
+from ...core.records import KINDS, Record, record_type
 from ...core.vectors import Vector
-from ...core.vectorsearch import scores, top_k
+from ...core.vectorsearch import scores
 from ...migrations.locking import FileLock, MigrationLock
 from .connect import acquire, max_batch_size, process_migration_lock, release, scrub, write_lock
 from .lock import ChromaRowLock
 from .options import ChromaOptions, Location, locate
-from .rows import chroma_vector, document_of, index_vector, metadata_of, metadata_vector, record_of, view_of
+from .ranking import approximate, rank_approximate, rank_exact
+from .registry import TenantRegistry
+from .rows import (
+    chroma_vector,
+    document_of,
+    index_vector,
+    metadata_of,
+    metadata_vector,
+    placeholders,
+    record_of,
+    stored_vector,
+    vector_matrix,
+    view_of,
+)
 from .where import translate
 
 if TYPE_CHECKING:
@@ -53,7 +67,6 @@ if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
 
 SPACES = {"cosine": "cosine", "dot": "ip", "l2": "l2"}
-_TOLERANCE = 1e-5
 _Row = tuple[str, Any, str, dict[str, Any]]
 """(id, index vector or None, document, metadata) of one row to write."""
 LIST_PAGE = 1000
@@ -128,6 +141,8 @@ class ChromaBackend(Backend):
             self._max_batch = max_batch_size(self._client_key)
             self._meta = self._client.get_or_create_collection(
                 options.prefix + "meta", embedding_function=None, metadata={"mnemostore": "store parameters"})
+            self._registry = TenantRegistry(self._meta, self.write_meta)
+            self._registry.mark_if_new()
         self._version = chromadb.__version__
 
     def close(self) -> None:
@@ -157,7 +172,7 @@ class ChromaBackend(Backend):
             if value is None:
                 self._meta.delete(ids=[key])
             else:
-                self._meta.upsert(ids=[key], embeddings=_placeholders(1), documents=[orjson.dumps(value).decode()])
+                self._meta.upsert(ids=[key], embeddings=placeholders(1), documents=[orjson.dumps(value).decode()])
 
     # migrations ----------------------------------------------------------------------------
     def migration_lock(self) -> MigrationLock:
@@ -174,29 +189,42 @@ class ChromaBackend(Backend):
         return ChromaRowLock(self._meta)
 
     def tenants(self, kind: str) -> list[str | None]:
-        """The tenants whose collections of `kind` hold rows: one collection listing (labels
-        name the tenant) plus a count or two per tenant, never a scan of the records."""
+        """The tenants whose collections of `kind` hold rows: the registry's (registry.py) plus a
+        count or two per tenant. A store from before the registry lists the server's collections
+        once, and registers what it finds."""
         record_type(kind)
         if self._client is None:
             raise BackendError(f"{self!r} is closed")
-        found: list[str | None] = []
         with self._errors(f"listing the tenants of {kind} records"):
-            offset = 0
-            while True:
-                page = self._client.list_collections(limit=LIST_PAGE, offset=offset)
-                for collection in page:
-                    labels = collection.metadata or {}
-                    if labels.get("mnemostore") != "records" or labels.get("kind") != kind:
-                        continue
-                    tenant = None if collection.name == self.collection_name(kind, None) else labels.get("tenant")
-                    if tenant is not None and collection.name != self.collection_name(kind, str(tenant)):
-                        continue  # another store's (another prefix) or not a main collection
-                    pair = self._pair(kind, tenant, create=False)
-                    if pair is not None and (pair.main.count() or pair.plain.count()):
-                        found.append(tenant)
-                if len(page) < LIST_PAGE:
-                    return found
-                offset += LIST_PAGE
+            if not self._registry.complete():
+                with self._lock:
+                    self._registry.adopt(self._listed_tenants())
+            found: list[str | None] = []
+            for tenant in self._registry.tenants(kind):
+                pair = self._pair(kind, tenant, create=False)
+                if pair is not None and (pair.main.count() or pair.plain.count()):
+                    found.append(tenant)
+            return found
+
+    def _listed_tenants(self) -> Iterator[tuple[str, str | None, str]]:
+        """(kind, tenant, collection name) of every main record collection of this store,
+        from a listing of all the server's collections (labels name the kind and tenant)."""
+        assert self._client is not None
+        offset = 0
+        while True:
+            page = self._client.list_collections(limit=LIST_PAGE, offset=offset)
+            for collection in page:
+                labels = collection.metadata or {}
+                kind = labels.get("kind")
+                if labels.get("mnemostore") != "records" or not isinstance(kind, str) or kind not in KINDS:
+                    continue
+                tenant = None if collection.name == self.collection_name(kind, None) else labels.get("tenant")
+                if tenant is not None and collection.name != self.collection_name(kind, str(tenant)):
+                    continue  # another store's (another prefix) or not a main collection
+                yield kind, None if tenant is None else str(tenant), collection.name
+            if len(page) < LIST_PAGE:
+                return
+            offset += LIST_PAGE
 
     # collections ---------------------------------------------------------------------------
     def collection_name(self, kind: str, tenant: str | None) -> str:
@@ -270,6 +298,7 @@ class ChromaBackend(Backend):
         for record in records:
             by_tenant.setdefault(record.tenant_id, []).append(record)
         with self._lock, self._errors(f"writing {kind} records"):
+            self._registry.register((kind, tenant, self.collection_name(kind, tenant)) for tenant in by_tenant)
             for tenant, batch in by_tenant.items():
                 pair = self._pair(kind, tenant, create=True)
                 assert pair is not None
@@ -292,7 +321,7 @@ class ChromaBackend(Backend):
         for rows, target, other in ((with_vectors, pair.main, pair.plain), (without, pair.plain, pair.main)):
             for chunk in self._chunks(rows):
                 ids = [row[0] for row in chunk]
-                embeddings = np.stack([row[1] for row in chunk]) if target is pair.main else _placeholders(len(chunk))
+                embeddings = np.stack([row[1] for row in chunk]) if target is pair.main else placeholders(len(chunk))
                 target.upsert(ids=ids, embeddings=embeddings, documents=[row[2] for row in chunk],
                               metadatas=_replacing(target, ids, [row[3] for row in chunk]))
                 moved = other.get(ids=ids, include=[])["ids"]  # records that gained or lost their vector
@@ -422,7 +451,9 @@ class ChromaBackend(Backend):
         probe = index_vector(query, metric)
         wide_query = query.astype(np.float64)
         cosine = metric == "cosine"
-        include = ["documents", "metadatas"] if cosine else ["documents", "metadatas", "embeddings"]
+        # Chroma reads a row's metadata with its document (no extra cost); distances come free
+        include = ["documents", "metadatas", "distances"] if cosine else \
+            ["documents", "metadatas", "distances", "embeddings"]
         asked = k + 1  # one beyond k shows whether the k-th is clear of what was not fetched
         with self._errors(f"searching {kind} records"):
             pair = self._pair(kind, tenant, create=False)
@@ -431,43 +462,49 @@ class ChromaBackend(Backend):
             while True:
                 result = pair.main.query(query_embeddings=cast(Any, [probe]), n_results=asked, where=cast(Any, clause),
                                          include=cast(Any, include))
-                ids = result["ids"][0]
+                found = _Candidates(result, cosine, wide_query, metric)
+                ids = found.ids
                 if not ids:
                     return []
-                documents = (result["documents"] or [[]])[0]
-                metadatas = (result["metadatas"] or [[]])[0]
-                stored = [metadata_vector(m) for m in metadatas] if cosine else \
-                    [chroma_vector(e) for e in _at(result["embeddings"], 0)]
-                matrix = np.stack([np.frombuffer(_present(v), dtype=np.float32) for v in stored]).astype(np.float64)
-                values = scores(matrix, wide_query, metric)  # type: ignore[arg-type]
-                keep = [i for i in range(len(ids)) if translation.exact
-                        or matches(where, view_of(cls, dict(metadatas[i])))]
-                best = top_k(values[keep], [ids[i] for i in keep], k, metric) if keep else []
-                if len(ids) < asked or (len(best) == k and _clear(best[-1][1], float(values[-1]), metric)):
+                kept = range(len(ids)) if translation.exact else \
+                    [i for i in range(len(ids)) if matches(where, view_of(cls, dict(found.metadatas[i])))]
+                complete = len(ids) < asked
+                approx = approximate(found.distances, metric)
+                best = rank_exact(found.rescore(list(range(len(ids)))), kept, ids, k, metric, complete) \
+                    if approx is None else rank_approximate(approx, kept, ids, k, metric, complete, len(query),
+                                                            found.rescore)
+                if best is not None:
                     break
                 asked *= 4
-        return [Hit(record_of(kind, documents[keep[i]], stored[keep[i]] if vectors else None), score)
+        return [Hit(record_of(kind, found.documents[i], found.exact(i) if vectors else None), score)
                 for i, score in best]
+
+
+class _Candidates:
+    """One search request's answer, in Chroma's order; exact vectors decoded on demand."""
+
+    def __init__(self, result: Any, cosine: bool, query: Any, metric: str) -> None:
+        self.ids: list[str] = result["ids"][0]
+        self.documents: list[str] = (result["documents"] or [[]])[0]
+        self.metadatas: list[Any] = (result["metadatas"] or [[]])[0]
+        self.distances: list[float] = (result["distances"] or [[]])[0]
+        self._embeddings = _at(result["embeddings"], 0)
+        self._cosine, self._query, self._metric = cosine, query, metric
+
+    def exact(self, position: int) -> bytes:
+        return stored_vector(self.metadatas[position], _at(self._embeddings, position), self._cosine)
+
+    def rescore(self, positions: list[int]) -> Any:
+        """Core's exact scores of the candidates at `positions` (float64 in, as the memory backend)."""
+        matrix = vector_matrix([self.exact(p) for p in positions]).astype("float64")
+        return scores(matrix, self._query, self._metric)
 
 
 _DEFAULT_SCOPE = (ChromaOptions.model_fields["chroma_tenant"].default, ChromaOptions.model_fields["database"].default)
 
 
-def _placeholders(n: int) -> Any:
-    """The vectors of rows in a `-novec` collection (and the meta collection): never searched."""
-    import numpy as np
-
-    return np.ones((n, 1), dtype=np.float32)
-
-
 def _at(values: Any, index: int) -> Any:
     return None if values is None else values[index]
-
-
-def _present(vector: bytes | None) -> bytes:
-    if vector is None:
-        raise BackendError("a Chroma search returned a row without its stored vector; was it written by mnemostore?")
-    return vector
 
 
 def _is_not_found(exc: Exception) -> bool:
@@ -482,12 +519,6 @@ def _sort_key(field: str) -> Any:
         return (value is not None, value if value is not None else 0)  # None first ascending
 
     return key
-
-
-def _clear(kth: float, last_fetched: float, metric: str) -> bool:
-    """Whether the k-th score beats every row Chroma did not return (all worse than the last it did)."""
-    margin = _TOLERANCE * (1.0 + abs(kth) + abs(last_fetched))
-    return last_fetched - kth > margin if metric == "l2" else kth - last_fetched > margin
 
 
 def _split_ids(where: Expr | None) -> tuple[list[str] | None, Expr | None]:

@@ -18,6 +18,7 @@ import orjson
 
 from ...core.errors import LockHeld
 from ...migrations.locking import LOCK_KEY, LockInfo, MigrationLock
+from .rows import placeholders
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
@@ -90,8 +91,6 @@ class ChromaRowLock(MigrationLock):
             self.collection.delete(ids=[LOCK_KEY], where_document={"$not_contains": f'"{TOKEN}"'})
 
     def _write(self, how: str, info: LockInfo) -> None:
-        import numpy as np
-
-        getattr(self.collection, how)(ids=[LOCK_KEY], embeddings=np.ones((1, 1), dtype=np.float32),
+        getattr(self.collection, how)(ids=[LOCK_KEY], embeddings=placeholders(1),
                                       documents=[orjson.dumps(asdict(info)).decode()],
                                       metadatas=[{TOKEN: info.token}])

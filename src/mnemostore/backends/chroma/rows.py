@@ -20,11 +20,14 @@ documents, which makes base64 there ~4x the cost of the whole write).
 from __future__ import annotations
 
 import base64
+import binascii
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ...core import codec
+from ...core.errors import BackendError
 from ...core.records import Record
 
 if TYPE_CHECKING:
@@ -125,7 +128,22 @@ def record_of(kind: str, document: str, vector: bytes | None) -> Record:
 def metadata_vector(projected: Any) -> bytes | None:
     """The exact embedding kept in metadata (cosine stores), as float32 bytes."""
     encoded = projected.get(VECTOR_KEY) if projected is not None else None
-    return base64.b64decode(encoded) if encoded else None
+    return binascii.a2b_base64(encoded) if encoded else None
+
+
+def stored_vector(metadata: Any, embedding: Any, cosine: bool) -> bytes:
+    """A search candidate's exact float32 vector: metadata `v` for cosine, else Chroma's own copy."""
+    found = metadata_vector(metadata) if cosine else chroma_vector(embedding)
+    if found is None:
+        raise BackendError("a Chroma search returned a row without its stored vector; was it written by mnemostore?")
+    return found
+
+
+def vector_matrix(rows: Sequence[bytes]) -> npt.NDArray[np.float32]:
+    """Float32 vectors as one matrix, a row each: one buffer, not a stack of arrays."""
+    import numpy as np
+
+    return np.frombuffer(b"".join(rows), dtype=np.float32).reshape(len(rows), -1)
 
 
 def chroma_vector(embedding: Any) -> bytes | None:
@@ -133,6 +151,13 @@ def chroma_vector(embedding: Any) -> bytes | None:
     import numpy as np
 
     return None if embedding is None else np.asarray(embedding, dtype=np.float32).tobytes()
+
+
+def placeholders(n: int) -> npt.NDArray[np.float32]:
+    """The vectors of rows in a `-novec` collection and the meta collection: never searched."""
+    import numpy as np
+
+    return np.ones((n, 1), dtype=np.float32)
 
 
 def index_vector(record_vector: npt.NDArray[np.float32], metric: str) -> npt.NDArray[np.float32]:

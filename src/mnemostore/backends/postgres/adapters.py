@@ -43,6 +43,14 @@ def decode_vector(data: Buffer) -> Any:
     return array
 
 
+def decode_matrix(rows: list[Buffer]) -> Any:
+    """Vectors of one dimension in pgvector's binary form as one read-only float32 matrix."""
+    body = b"".join(memoryview(row)[4:] for row in rows)
+    matrix = np.frombuffer(body, dtype=">f4").reshape(len(rows), -1).astype(np.float32)
+    matrix.setflags(write=False)
+    return matrix
+
+
 def register(context: AdaptContext, vector_oid: int) -> None:
     """Teach a connection (or adapters map) to send numpy arrays as `vector` and JsonbBytes as JSONB."""
     dumper = type("VectorDumper", (_VectorDumper,), {"oid": vector_oid})

@@ -8,8 +8,12 @@ opened, not before.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager, nullcontext
+import select
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
+from datetime import datetime
+from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import orjson
@@ -40,6 +44,9 @@ COPY_THRESHOLD = 64
 """Batches at least this large go through binary COPY; smaller ones through executemany."""
 _OPERATORS = {"cosine": "<=>", "dot": "<#>", "l2": "<->"}
 _TYPE_OIDS = {str: 25, int: 20, float: 701, bool: 16}
+STATEMENT_CACHE_SIZE = 512
+"""Rendered statements kept per store (one per kind, statement and filter shape); past that
+the cache starts again (a program cycling through more filter shapes only renders again)."""
 
 
 class PostgresBackend(Backend):
@@ -80,6 +87,8 @@ class PostgresBackend(Backend):
         self._vector_oid = 0
         self._vectors_ready: int | None = None
         self._facts: dict[str, Any] = {}
+        self._statements: dict[tuple[Any, ...], bytes] = {}
+        self._last_used: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"<PostgresBackend {self.url.masked} schema={self.options.schema_name!r}>"
@@ -122,7 +131,7 @@ class PostgresBackend(Backend):
                     self._setup(conn)
                 self._pool = ConnectionPool(
                     conninfo, min_size=options.pool_min_size, max_size=options.pool_max_size,
-                    open=False, configure=self._configure, check=ConnectionPool.check_connection,
+                    open=False, configure=self._configure, check=self._check,
                     timeout=options.pool_timeout, name=f"mnemostore:{options.schema_name}", num_workers=2)
                 self._own_pool = True
                 self._pool.open(wait=False)
@@ -153,12 +162,24 @@ class PostgresBackend(Backend):
         from .adapters import register
 
         register(conn, self._vector_oid)
+        self._last_used[conn] = monotonic()
         if self.options.pool is None:
             # Our own connections: reads run in autocommit (no COMMIT round trip), writes in
             # explicit transactions; the HNSW search settings are set once per session.
             conn.autocommit = True
             conn.execute("SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
                          (str(self.options.hnsw_ef_search), self.options.iterative_scan))
+
+    def _check(self, conn: Connection) -> None:
+        """Health check of a pooled connection as it is taken: a ping (one round trip) only when
+        the server may have dropped it. A connection the server closed (a restart, a proxy's idle
+        timeout) has something to read on its idle socket, so it is pinged, fails and is replaced;
+        one idle longer than `pool_check_after` is pinged too (a silent drop sends nothing)."""
+        from psycopg_pool import ConnectionPool
+
+        last = self._last_used.get(conn)
+        if last is None or monotonic() - last >= self.options.pool_check_after or _readable(conn):
+            ConnectionPool.check_connection(conn)
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -188,7 +209,10 @@ class PostgresBackend(Backend):
             with self._pool.connection() as conn:
                 if not self._own_pool:
                     self._configure(conn)
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    self._last_used[conn] = monotonic()
         except PoolTimeout as exc:
             raise BackendError(
                 f"no connection to {self.url.masked} within {self.options.pool_timeout}s "
@@ -232,6 +256,16 @@ class PostgresBackend(Backend):
 
     def _table(self, kind_layout: KindLayout) -> sql.Identifier:
         return self.names.table(kind_layout.table)
+
+    def _statement(self, key: tuple[Any, ...], build: Callable[[], sql.Composable]) -> bytes:
+        """A statement rendered once per store and key: composing psycopg.sql objects costs more
+        than a small query's round trip. Keys name the statement, its kind and its filter's SQL."""
+        found = self._statements.get(key)
+        if found is None:
+            if len(self._statements) >= STATEMENT_CACHE_SIZE:
+                self._statements.clear()
+            found = self._statements[key] = build().as_bytes(None)
+        return found
 
     def _ensure_vectors(self) -> None:
         """Type the embedding columns once the store's dimension is known (see schema.py)."""
@@ -370,11 +404,14 @@ class PostgresBackend(Backend):
         self._ensure_vectors()
         kind_layout = self._layout(kind)
         rows = [kind_layout.encode(record) for record in records]
-        with self._errors(f"writing {len(rows)} {kind} records"), self._transaction() as conn:
+        with self._errors(f"writing {len(rows)} {kind} records"), self._connection() as conn:
             if len(rows) >= COPY_THRESHOLD:
-                self._copy_upsert(conn, kind_layout, rows)
-            else:
-                conn.cursor().executemany(self._upsert_sql(kind_layout), rows)
+                with conn.transaction():
+                    self._copy_upsert(conn, kind_layout, rows)
+            else:  # BEGIN, the upserts and COMMIT in one round trip
+                statement = self._statement(("upsert", kind), lambda: self._upsert_sql(kind_layout))
+                with conn.pipeline(), conn.transaction():
+                    conn.cursor().executemany(statement, rows)
 
     def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None) -> sql.Composed:
         from psycopg import sql
@@ -519,6 +556,37 @@ class PostgresBackend(Backend):
             params.append(limit)
         return self._select(kind, tenant, where, vectors, tail, params)
 
+    def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+                     limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
+        """Only the fields' columns (a checkpoint's id and sequence, not its state); fields kept
+        in the document are read through whole records."""
+        from psycopg import sql
+
+        from .sql_filters import FilterCompiler, order_by
+
+        kind_layout = self._layout(kind)
+        if any(name != "id" and name not in kind_layout.types for name in fields):
+            return super().query_values(kind, tenant, where, order, limit, fields)
+        compiler = FilterCompiler(kind_layout)
+        condition = compiler.where(where).as_bytes(None)
+
+        def build() -> sql.Composable:
+            columns: list[sql.Composable] = []
+            for name in fields:
+                columns += [sql.Identifier(column) for column, _ in (
+                    kind_layout.field_values(name, None) if name != "id" else [("id", None)])]
+            ordering = sql.SQL(" ORDER BY {}").format(order_by(kind_layout, order)) if order else sql.SQL("")
+            return sql.SQL("SELECT {} FROM {} WHERE tenant = %s AND {}{}{}").format(
+                sql.SQL(", ").join(columns), self._table(kind_layout), sql.SQL(condition.decode()), ordering,
+                sql.SQL(" LIMIT %s") if limit is not None else sql.SQL(""))
+
+        key = ("values", kind, tuple(fields), condition, tuple((o.field, o.descending) for o in order), limit is None)
+        statement = self._statement(key, build)
+        params = [tenant_key(tenant), *compiler.params, *([limit] if limit is not None else [])]
+        with self._errors(f"reading {kind} records"), self._connection() as conn:
+            rows = conn.cursor(binary=True).execute(statement, params).fetchall()
+        return [_field_values(kind_layout, fields, row) for row in rows]
+
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         from psycopg import sql
 
@@ -555,24 +623,35 @@ class PostgresBackend(Backend):
         self._ensure_vectors()
         metric = self.params.metric
         exact = self.options.index == "exact" or (metric == "cosine" and not np.any(vector))
-        found = self._nearest(kind, tenant, vector, k, where, exact)
-        if not exact and (len(found) < k or (len(found) > k and found[k][1] == found[k - 1][1])):
+        found = self._nearest(kind, tenant, vector, k, where, exact, vectors)
+        if not exact and (len(found) < k or (len(found) > k and found[k][-1] == found[k - 1][-1])):
             # The index scan gave up early (a very selective filter), or a tie straddles the
             # k-th place: the exact scan returns k whenever k match, ties broken by id.
-            found = self._nearest(kind, tenant, vector, k, where, True)
-        return _rescore([record for record, _ in found[:k]], vector, k, metric)
+            found = self._nearest(kind, tenant, vector, k, where, True, vectors)
+        kind_layout, rows = self._layout(kind), found[:k]
+        if not rows:
+            return []
+        if not vectors:
+            # No embeddings travel: the scores are the server's distances (float32 arithmetic,
+            # well within float32 precision of the reference's), ties by id.
+            convert = _FROM_DISTANCE[metric]
+            return [Hit(kind_layout.decode(row), convert(row[-1])) for row in sorted(rows, key=_distance_then_id)]
+        from .adapters import decode_matrix
+
+        matrix = decode_matrix([row[len(kind_layout.data_columns)] for row in rows])
+        records = [kind_layout.decode(row, matrix[i]) for i, row in enumerate(rows)]
+        return _rescore(records, matrix, vector, k, metric)
 
     def explain_search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None) -> str:
         """The server's plan for the index search `search` runs first (EXPLAIN; a diagnostic)."""
         self._ensure_vectors()
-        plan = self._nearest(kind, tenant, vector, k, where, self.options.index == "exact", explain=True)
-        return str(plan)
+        plan = self._nearest(kind, tenant, vector, k, where, self.options.index == "exact", True, explain=True)
+        return "\n".join(str(row[0]) for row in plan)
 
     def _nearest(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
-                 exact: bool, explain: bool = False) -> Any:
-        """Nearest records and their server-side distances; one more than k from the index."""
-        from psycopg import sql
-
+                 exact: bool, vectors: bool, explain: bool = False) -> list[tuple[Any, ...]]:
+        """Rows of the nearest records (data columns, the embedding if `vectors`, the server's
+        distance); one more than k from the index. Search settings share the round trip."""
         from .sql_filters import FilterCompiler
 
         kind_layout = self._layout(kind)
@@ -581,48 +660,93 @@ class PostgresBackend(Backend):
         # hints' redundant clauses would lower its row estimate). A filter too selective for
         # the walk falls back to the exact phase, which uses the hints and those indexes.
         compiler = FilterCompiler(kind_layout, scope_hints=exact)
-        condition = compiler.where(where)
-        operator = sql.SQL("OPERATOR({}.{})").format(
-            sql.Identifier(self.names.vector_schema), sql.SQL(_OPERATORS[self.params.metric]))
-        distance = sql.SQL("embedding {} %s").format(operator)
-        ef_search = ""
+        condition = b"TRUE" if where is None else compiler.where(where).as_bytes(None)
+        metric = self.params.metric
+        statement = self._statement(
+            ("nearest", kind, metric, exact, vectors, explain, condition),
+            lambda: self._nearest_sql(kind_layout, metric, exact, vectors, explain, condition))
         if exact:
-            if self.params.metric == "cosine":  # a zero vector has no direction: similarity 0
+            settings: tuple[str, tuple[str, ...]] | None = ("SELECT set_config('enable_indexscan', 'off', true)", ())
+        else:
+            ef_search = min(1000, max(self.options.hnsw_ef_search, k))
+            preset = self._own_pool and ef_search == self.options.hnsw_ef_search  # see _configure
+            settings = None if preset else (
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
+                (str(ef_search), self.options.iterative_scan))
+        params = [vector, tenant_key(tenant), *compiler.params, vector, k if exact else k + 1]
+        with self._errors(f"searching {kind} records"), self._connection() as conn:
+            cursor = conn.cursor(binary=not explain)
+            if settings is None:
+                cursor.execute(statement, params)
+            else:
+                with conn.pipeline(), conn.transaction():
+                    conn.execute(settings[0], settings[1])
+                    cursor.execute(statement, params)
+            return cursor.fetchall()
+
+    def _nearest_sql(self, kind_layout: KindLayout, metric: str, exact: bool, vectors: bool, explain: bool,
+                     condition: bytes) -> sql.Composable:
+        from psycopg import sql
+
+        operator = sql.SQL("OPERATOR({}.{})").format(
+            sql.Identifier(self.names.vector_schema), sql.SQL(_OPERATORS[metric]))
+        distance: sql.Composable = sql.SQL("embedding {} %s").format(operator)
+        ordering: sql.Composable = distance
+        if exact:
+            if metric == "cosine":  # a zero vector has no direction: similarity 0
                 distance = sql.SQL("coalesce(nullif({}, 'NaN'::float8), 1.0)").format(distance)
             ordering = sql.SQL("{}, id").format(distance)
-            settings: tuple[str, tuple[str, ...]] = ("SELECT set_config('enable_indexscan', 'off', true)", ())
-        else:
-            ordering = distance
-            ef_search = str(min(1000, max(self.options.hnsw_ef_search, k)))
-            settings = ("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-                        (ef_search, self.options.iterative_scan))
+        columns = self._select_list(kind_layout)
+        if vectors:
+            columns = sql.SQL("{}, embedding").format(columns)
         statement = sql.SQL(
-            "SELECT {}, embedding, {} FROM {} WHERE tenant = %s AND embedding IS NOT NULL AND {} ORDER BY {} LIMIT %s"
-        ).format(self._select_list(kind_layout), distance, self._table(kind_layout), condition, ordering)
-        if explain:
-            statement = sql.SQL("EXPLAIN ") + statement
-        preset = self._own_pool and not exact and ef_search == str(self.options.hnsw_ef_search)
-        with (self._errors(f"searching {kind} records"), self._connection() as conn,
-              conn.transaction() if not preset else nullcontext()):
-            if not preset:
-                conn.execute(settings[0], settings[1])
-            cursor = conn.cursor(binary=not explain)
-            cursor.execute(statement, [vector, tenant_key(tenant), *compiler.params, vector, k if exact else k + 1])
-            rows = cursor.fetchall()
-        if explain:
-            return "\n".join(str(row[0]) for row in rows)
-        return [(self._decode(kind_layout, row, True), row[-1]) for row in rows]
+            "SELECT {}, {} FROM {} WHERE tenant = %s AND embedding IS NOT NULL AND {} ORDER BY {} LIMIT %s"
+        ).format(columns, distance, self._table(kind_layout), sql.SQL(condition.decode()), ordering)
+        return sql.SQL("EXPLAIN ") + statement if explain else statement
 
 
-def _rescore(records: list[Record], vector: Vector, k: int, metric: str) -> list[Hit]:
+_FROM_DISTANCE: dict[str, Callable[[float], float]] = {
+    "cosine": lambda distance: 1.0 - distance,  # <=> is 1 - cosine similarity
+    "dot": lambda distance: -distance,  # <#> is the negative inner product
+    "l2": lambda distance: distance,
+}
+"""A score (as the reference defines it) from the distance the server ordered by."""
+
+
+def _distance_then_id(row: tuple[Any, ...]) -> tuple[float, str]:
+    return row[-1], row[0]
+
+
+def _rescore(records: list[Record], matrix: Any, vector: Vector, k: int, metric: str) -> list[Hit]:
     """Scores in float64 as the reference computes them, best first, ties by id."""
     import numpy as np
 
     from ...core.vectorsearch import scores, top_k
 
-    if not records:
-        return []
-    matrix = np.stack([r.embedding for r in records]).astype(np.float64)
-    values = scores(matrix, np.asarray(vector, dtype=np.float64), metric)  # type: ignore[arg-type]
+    values = scores(matrix.astype(np.float64), np.asarray(vector, dtype=np.float64), metric)
     best = top_k(values, [r.id for r in records], k, metric)
     return [Hit(records[i], score) for i, score in best]
+
+
+def _field_values(kind_layout: KindLayout, fields: Sequence[str], row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A `query_values` row: a datetime's two columns (instant, offset) become one value."""
+    from .layout import decode_datetime
+
+    values, i = [], 0
+    for name in fields:
+        if name != "id" and kind_layout.types[name] is datetime:
+            values.append(None if row[i] is None else decode_datetime(row[i], row[i + 1]))
+            i += 2
+        else:
+            values.append(row[i])
+            i += 1
+    return tuple(values)
+
+
+def _readable(conn: Connection) -> bool:
+    """Whether an idle connection's socket has something to read: the server closed it (EOF or
+    a FATAL message) or sent a notice; either way it is worth a ping before use."""
+    try:
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
+    except Exception:  # a closed connection has no socket
+        return True

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from functools import cache, cached_property
-from typing import Any
+from types import NoneType
+from typing import Any, get_args
 
 import orjson
 
@@ -21,6 +22,7 @@ from ...core.codec import instant_micros, trusted_record
 from ...core.records import Record, record_type
 
 _EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 COLUMN_TYPES: dict[type, str] = {
@@ -49,8 +51,14 @@ def encode_datetime(value: datetime) -> tuple[int, int]:
 
 
 def decode_datetime(instant: int, offset: int) -> datetime:
-    wall = _EPOCH + timedelta(microseconds=instant + offset)
-    return wall.replace(tzinfo=UTC if offset == 0 else timezone(timedelta(microseconds=offset)))
+    if offset == 0:
+        return _EPOCH_UTC + timedelta(microseconds=instant)
+    return (_EPOCH + timedelta(microseconds=instant + offset)).replace(tzinfo=_zone(offset))
+
+
+@cache
+def _zone(offset: int) -> timezone:
+    return timezone(timedelta(microseconds=offset))
 
 
 def tenant_key(tenant: str | None) -> str:
@@ -68,6 +76,8 @@ class KindLayout:
     """Column fields: the kind's filterable fields except `id`."""
     types: dict[str, type]
     doc_fields: frozenset[str]
+    nullable: frozenset[str] = frozenset()
+    """Column fields whose value may be None (the model allows it)."""
 
     @cached_property
     def datetimes(self) -> tuple[str, ...]:
@@ -76,6 +86,12 @@ class KindLayout:
     def column_of(self, field: str) -> str:
         """The column a filter or an ordering on `field` reads."""
         return "id" if field == "id" else field
+
+    @cached_property
+    def _read_plan(self) -> tuple[tuple[str, int, int], ...]:
+        """(field, its column's index, its offset column's index or -1) in `data_columns` order."""
+        offsets = {name: 2 + len(self.fields) + i for i, name in enumerate(self.datetimes)}
+        return tuple((name, 2 + i, offsets.get(name, -1)) for i, name in enumerate(self.fields))
 
     @cached_property
     def data_columns(self) -> tuple[str, ...]:
@@ -126,15 +142,9 @@ class KindLayout:
         data: dict[str, Any] = orjson.loads(row[len(self.data_columns) - 1])
         data["id"] = row[0]
         data["tenant_id"] = row[1] or None
-        n = len(self.fields)
-        dt_index = 2 + n
-        for i, name in enumerate(self.fields):
-            value = row[2 + i]
-            if value is not None and self.types[name] is datetime:
-                value = decode_datetime(value, row[dt_index])
-            if self.types[name] is datetime:
-                dt_index += 1
-            data[name] = value
+        for name, index, offset_index in self._read_plan:
+            value = row[index]
+            data[name] = value if offset_index < 0 or value is None else decode_datetime(value, row[offset_index])
         data["embedding"] = vector
         return trusted_record(self.cls, data)
 
@@ -144,4 +154,5 @@ def layout(kind: str, prefix: str) -> KindLayout:
     cls = record_type(kind)
     fields = tuple(name for name in cls.filterable if name != "id")
     doc_fields = frozenset(cls.model_fields) - set(fields) - {"id", "tenant_id", "embedding"}
-    return KindLayout(kind, cls, prefix + kind, fields, dict(cls.filterable), doc_fields)
+    nullable = frozenset(name for name in fields if NoneType in get_args(cls.model_fields[name].annotation))
+    return KindLayout(kind, cls, prefix + kind, fields, dict(cls.filterable), doc_fields, nullable)

@@ -25,6 +25,10 @@ class PostgresOptions(BaseModel):
     pool_max_size: int = Field(10, ge=1, le=1000)
     pool_timeout: float = Field(30.0, gt=0)
     """Seconds to wait for a free connection before failing."""
+    pool_check_after: float = Field(30.0, ge=0)
+    """Seconds a pooled connection may sit idle before it is pinged (a round trip) when taken;
+    sooner, a connection the server closed is still noticed, from its socket, without a ping
+    (see `PostgresBackend._check`). 0 pings on every checkout."""
     connect_timeout: int = Field(10, ge=1, le=3600)
     """Seconds to wait for the server when connecting."""
     statement_timeout: float | None = Field(None, gt=0)

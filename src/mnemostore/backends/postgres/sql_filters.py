@@ -154,10 +154,15 @@ def _column_value(kind: type, value: Any) -> Any:
 
 
 def order_by(layout: KindLayout, order: Sequence[OrderKey]) -> sql.Composable:
-    """ORDER BY terms with missing values first in both directions, as the reference sorts."""
+    """ORDER BY terms with missing values first in both directions, as the reference sorts. A
+    field that is never missing is sorted plainly, in the order a btree index (or its backward
+    scan) delivers, so an index on it serves the ordering (a checkpoint run's latest, say)."""
     terms = []
     for key in order:
         column = sql.Identifier(layout.column_of(key.field))
-        direction = "DESC NULLS LAST" if key.descending else "ASC NULLS FIRST"
+        if key.field == "id" or key.field not in layout.nullable:
+            direction = "DESC" if key.descending else "ASC"
+        else:
+            direction = "DESC NULLS LAST" if key.descending else "ASC NULLS FIRST"
         terms.append(sql.SQL("{} {}").format(column, sql.SQL(direction)))
     return sql.SQL(", ").join(terms)

@@ -10,7 +10,7 @@ candidates are rescored exactly (`ranking.py`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -189,28 +189,31 @@ class QdrantBackend(Backend):
 
     # writing ---------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
-        points = [self._point(record) for record in records]
         with self._writing():
             name = self.layout.ensure(kind, self.params)
             assert self._handle is not None
             present = self._handle.tenants.get(name)
             if present is not None:  # before writing: the set may over-state, never under-state
                 present.update(codec.tenant_value(r.tenant_id) for r in records)
-            for chunk in self._chunks(points, records):
+            for chunk in self._chunks(self._points(records), records):
                 self._client.upsert(name, chunk)
 
-    def _point(self, record: Record) -> models.PointStruct:
+    def _points(self, records: Iterable[Record]) -> Iterator[models.PointStruct]:
+        """The records' points, built as the upserts consume them, not all up front: a point dies
+        once the engine has copied it, so a large put does not fill the GC's oldest generation."""
         from qdrant_client import models
 
-        vector: dict[str, Any] = {}
-        if record.embedding is not None:
-            # the local engine copies an array as it is (np.array); a server needs JSON-ready floats
-            vector[VECTOR] = record.embedding.tolist() if self.location.mode == "server" else record.embedding
-        # built from values core already validated: skip pydantic's per-float validation (~60 us a point)
-        return models.PointStruct.model_construct(id=point_id(record.tenant_id, record.id), vector=vector,
-                                                  payload=codec.encode(record))
+        construct = models.PointStruct.model_construct
+        server = self.location.mode == "server"
+        for record in records:
+            vector: dict[str, Any] = {}
+            if record.embedding is not None:
+                # the local engine copies an array as it is (np.array); a server needs JSON-ready floats
+                vector[VECTOR] = record.embedding.tolist() if server else record.embedding
+            # built from values core already validated: skip pydantic's per-float validation (~60 us a point)
+            yield construct(id=point_id(record.tenant_id, record.id), vector=vector, payload=codec.encode(record))
 
-    def _chunks(self, points: list[models.PointStruct], records: Sequence[Record]) -> Iterator[list[Any]]:
+    def _chunks(self, points: Iterable[models.PointStruct], records: Sequence[Record]) -> Iterator[list[Any]]:
         """Upsert batches of at most `batch_size` points and about MAX_REQUEST_BYTES of payload."""
         def size(point: Any) -> int:
             return len(point.payload[codec.DOC]) + 8 * (len(point.payload.get(codec.VEC, "")) + 64)
@@ -228,7 +231,7 @@ class QdrantBackend(Backend):
                 return None
             record = apply_update(codec.decode(kind, found[0].payload or {}), set, inc)
             name = self.layout.ensure(kind, self.params)
-            self._client.upsert(name, [self._point(record)])
+            self._client.upsert(name, list(self._points([record])))
             return record
 
     def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:

@@ -12,6 +12,7 @@ Qdrant's matching can never equate `True` with `1` or `"1"` with `1`. None is ne
 from __future__ import annotations
 
 import base64
+import binascii
 from datetime import datetime
 from typing import Any
 
@@ -54,24 +55,58 @@ def metadata_suffix(value: Any) -> str | None:
 
 
 def encode(record: Record) -> dict[str, Any]:
-    """The payload of one record."""
-    payload: dict[str, Any] = {TENANT: tenant_value(record.tenant_id), DOC: codec.encode_document(record).decode()}
+    """The payload of one record (a hot path of put: key names come from caches)."""
+    payload: dict[str, Any] = {TENANT: record.tenant_id or "", DOC: codec.encode_document(record).decode()}
     if record.embedding is not None:
-        payload[VEC] = base64.b64encode(record.embedding.tobytes()).decode("ascii")
+        payload[VEC] = binascii.b2a_base64(record.embedding.tobytes(), newline=False).decode("ascii")
     values = record.__dict__
-    for name in record.filterable:
+    plain, instants = _field_keys(type(record))
+    for name, key in plain:
         value = values[name]
-        if value is None:
-            continue
-        payload[field_key(name)] = codec.instant_micros(value) if isinstance(value, datetime) else value
+        if value is not None:
+            payload[key] = value
+    for name, key in instants:
+        value = values[name]
+        if value is not None:
+            payload[key] = codec.instant_micros(value)
     for key, value in record.metadata.items():
         if value is None:
             continue
-        payload[metadata_key(key, "p")] = True
-        suffix = metadata_suffix(value)
-        if suffix is not None:
-            payload[metadata_key(key, suffix)] = value
+        keys = _METADATA_KEYS.get(key) or _metadata_keys(key)
+        payload[keys[0]] = True
+        kind = type(value)
+        if kind is str:
+            payload[keys[1]] = value
+        elif kind is bool:
+            payload[keys[3]] = value
+        elif kind is int or kind is float:
+            payload[keys[2]] = value
     return payload
+
+
+_Keys = tuple[tuple[str, str], ...]
+_FIELD_KEYS: dict[type[Record], tuple[_Keys, _Keys]] = {}
+_METADATA_KEYS: dict[str, tuple[str, str, str, str]] = {}
+_METADATA_KEYS_MAX = 10_000
+"""Metadata keys are the application's: the cache stops growing past this many."""
+
+
+def _field_keys(cls: type[Record]) -> tuple[_Keys, _Keys]:
+    """(field, payload key) of the filterable fields of `cls`: the others, then the datetimes."""
+    found = _FIELD_KEYS.get(cls)
+    if found is None:
+        fields = cls.filterable.items()
+        found = _FIELD_KEYS[cls] = (tuple((name, field_key(name)) for name, kind in fields if kind is not datetime),
+                                    tuple((name, field_key(name)) for name, kind in fields if kind is datetime))
+    return found
+
+
+def _metadata_keys(key: str) -> tuple[str, str, str, str]:
+    """The p, s, n and b projection keys of metadata key `key` (see `metadata_key`)."""
+    keys = (metadata_key(key, "p"), metadata_key(key, "s"), metadata_key(key, "n"), metadata_key(key, "b"))
+    if len(_METADATA_KEYS) < _METADATA_KEYS_MAX:
+        _METADATA_KEYS[key] = keys
+    return keys
 
 
 def decode(kind: str, payload: dict[str, Any]) -> Record:

@@ -106,6 +106,10 @@ class SQLiteBackend(Backend):
         self.path = path
         self._db = Connections(path, options.busy_timeout, options.synchronous)
         self._encoders = {kind: layout.row_encoder() for kind, layout in LAYOUTS.items()}
+        self._insert_sql = {kind: layout.insert_sql() for kind, layout in LAYOUTS.items()}
+        self._get_one_sql = {(kind, vectors): f"SELECT doc, {'vec' if vectors else 'NULL'} FROM {layout.table} "
+                                              "WHERE tenant = ? AND id = ?"
+                             for kind, layout in LAYOUTS.items() for vectors in (True, False)}
         try:
             self._db.write(_bootstrap)
         except BaseException:
@@ -178,10 +182,13 @@ class SQLiteBackend(Backend):
 
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
-        layout = LAYOUTS[kind]
         encode = self._encoders[kind]
+        sql = self._insert_sql[kind]
+        if len(records) == 1:  # one record: skip executemany's iterator protocol
+            row = encode(records[0])
+            self.db.write(lambda conn: conn.execute(sql, row))
+            return
         rows = [encode(record) for record in records]
-        sql = layout.insert_sql()
         self.db.write(lambda conn: conn.executemany(sql, rows))
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
@@ -193,6 +200,11 @@ class SQLiteBackend(Backend):
         sql = (f"SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} "
                f"ORDER BY {order_sql(layout, order)}")
         args: list[Any] = [tenant_key(tenant), *params]
+        if limit == 1:  # first(): one statement, its own snapshot
+            column = "vec" if vectors else "NULL"
+            one = f"SELECT doc, {column} FROM {layout.table} WHERE seq = ({sql} LIMIT 1)"
+            rows = self.db.read_one(lambda conn: conn.execute(one, args).fetchall())
+            return schema.decode_rows(kind, rows)
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
@@ -204,13 +216,31 @@ class SQLiteBackend(Backend):
 
         return self.db.read(work)
 
+    def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+                     limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
+        """Read the fields' own columns (text and numbers are stored as they are); no document is decoded."""
+        layout = LAYOUTS[kind]
+        if any(layout.fields.get(name) not in _PLAIN_TYPES for name in fields):
+            return super().query_values(kind, tenant, where, order, limit, fields)
+        condition, params = where_sql(layout, where)
+        sql = (f"SELECT {', '.join(layout.column(name) for name in fields)} FROM {layout.table} "
+               f"WHERE tenant = ? AND {condition} ORDER BY {order_sql(layout, order)}")
+        args: list[Any] = [tenant_key(tenant), *params]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return self.db.read_one(lambda conn: conn.execute(sql, args).fetchall())
+
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         layout = LAYOUTS[kind]
         column = "vec" if vectors else "NULL"
-        if len(ids) <= INLINE_LIMIT:
+        if len(ids) == 1:
+            sql = self._get_one_sql[kind, vectors]
+            args: list[Any] = [tenant_key(tenant), ids[0]]
+        elif len(ids) <= INLINE_LIMIT:
             sql = (f"SELECT doc, {column} FROM {layout.table} "
                    f"WHERE tenant = ? AND id IN ({', '.join('?' * len(ids))})")
-            args: list[Any] = [tenant_key(tenant), *ids]
+            args = [tenant_key(tenant), *ids]
         else:
             sql = (f"SELECT doc, {column} FROM {layout.table} "
                    "WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))")
@@ -294,6 +324,10 @@ class SQLiteBackend(Backend):
         return cache
 
 
+_PLAIN_TYPES = (str, int, float)
+"""Field types whose column holds the value itself (datetimes and bools are converted)."""
+
+
 def _bump_epoch(conn: sqlite3.Connection, kind: str) -> None:
     conn.execute(f"UPDATE {EPOCH_TABLE} SET epoch = epoch + 1 WHERE kind = ?", (kind,))
 
@@ -316,6 +350,8 @@ def _matching_seqs(conn: sqlite3.Connection, layout: Layout, tenant: str, where:
 
 def _records_by_seq(conn: sqlite3.Connection, kind: str, layout: Layout, seqs: list[int],
                     vectors: bool) -> dict[int, Record]:
+    if not seqs:
+        return {}
     column = "vec" if vectors else "NULL"
     if len(seqs) <= INLINE_LIMIT:
         sql = f"SELECT seq, doc, {column} FROM {layout.table} WHERE seq IN ({', '.join('?' * len(seqs))})"

@@ -3,13 +3,14 @@
 A LangGraph checkpoint is one record: run = thread, branch = namespace ("" is `main`,
 any other namespace `ns:<ns>`), parent = the parent checkpoint's record. Its pending
 writes are records of their own on the `langgraph:writes` branch of the same run, with
-`node_id` (and `parent_ids`) naming the checkpoint record they belong to. Values are
-stored as LangGraph's serializer wrote them, as base64 text in the JSON state.
+`node_id` (and `parent_ids`) naming the checkpoint record they belong to, and ids that
+start with that record's id (so one id-range read finds a checkpoint and its writes).
+Values are stored as LangGraph's serializer wrote them, as base64 text in the JSON state.
 """
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 from datetime import datetime
 from typing import Any
@@ -26,8 +27,11 @@ from ...core.records import utcnow
 ROOT_BRANCH = "main"
 NS_BRANCH_PREFIX = "ns:"
 WRITES_BRANCH = "langgraph:writes"
-FORMAT = 1
-"""Version of the JSON layout inside `state`, so a later layout can still read this one."""
+FORMAT = 2
+"""Version of the layout, so a later one can still read this one. 2: a write's id extends its
+checkpoint's record id (`write_record_id`); 1 keyed writes by a hash
+(`legacy_write_record_id`), so format-1 checkpoints find theirs through `node_id`."""
+WRITES_INFIX = ".w."
 
 
 def branch_for(checkpoint_ns: str) -> str:
@@ -48,8 +52,33 @@ def checkpoint_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str)
     return f"lg.{_digest(thread_id, checkpoint_ns)}.{checkpoint_id}"
 
 
+def namespace_range(thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
+    """Ids in [low, high) are those of a namespace's checkpoints (and their writes): an index range."""
+    prefix = checkpoint_record_id(thread_id, checkpoint_ns, "")
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 def write_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
+    """The checkpoint's record id, `.w.` and a digest of (task, idx): see `record_range`."""
+    owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
+    return f"{owner}{WRITES_INFIX}{_digest(task_id, str(idx))}"
+
+
+def legacy_write_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
+    """A write's id in format 1 (still looked for, so a retried write is not stored twice)."""
     return f"lgw.{_digest(thread_id, checkpoint_ns, checkpoint_id, task_id, str(idx))}"
+
+
+def record_range(owner: str) -> tuple[str, str]:
+    """Ids in [low, high) include the checkpoint record `owner` and all its writes' records.
+
+    They may also include other checkpoints whose ids extend `owner`: callers keep only
+    `owner` itself and the writes whose `node_id` is `owner`."""
+    return owner, owner + WRITES_INFIX[:-1] + chr(ord(WRITES_INFIX[-1]) + 1)
+
+
+def is_write_of(record: Record, owner: str) -> bool:
+    return record.branch_id == WRITES_BRANCH and record.node_id == owner
 
 
 def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -58,12 +87,13 @@ def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Runnab
 
 
 def encode(serde: SerializerProtocol, value: Any) -> list[str]:
+    """A value as LangGraph's serializer writes it: [type, base64 of its bytes]."""
     kind, data = serde.dumps_typed(value)
-    return [kind, base64.b64encode(data).decode("ascii")]
+    return [kind, binascii.b2a_base64(data, newline=False).decode("ascii")]
 
 
 def decode(serde: SerializerProtocol, stored: list[str]) -> Any:
-    return serde.loads_typed((stored[0], base64.b64decode(stored[1])))
+    return serde.loads_typed((stored[0], binascii.a2b_base64(stored[1])))
 
 
 def json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:

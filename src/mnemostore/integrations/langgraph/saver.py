@@ -47,15 +47,35 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
+        ranges = Capability.FILTER_RANGE in self.store.capabilities  # id ranges are index ranges
         record: Record | None
+        writes: builtins.list[Record] | None = None
         if checkpoint_id:
-            record = self.store.checkpoints.get(mapping.checkpoint_record_id(thread_id, ns, checkpoint_id))
+            owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
+            if ranges:  # one read: the record and its writes share an id prefix
+                found = self._id_range(*mapping.record_range(owner))
+                record = next((r for r in found if r.id == owner), None)
+                writes = [r for r in found if mapping.is_write_of(r, owner)]
+            else:
+                record = self.store.checkpoints.get(owner)
         else:
-            record = self.store.checkpoints.first(
-                (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns)), order_by="-id")
+            where = (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns))
+            if ranges:  # only this namespace's ids, not a walk over every thread's
+                low, high = mapping.namespace_range(thread_id, ns)
+                where = where & (F.id >= low) & (F.id < high)
+            record = self.store.checkpoints.first(where, order_by="-id")
+            if record is not None and ranges:
+                _, high = mapping.record_range(record.id)  # from the first write on: not the record again
+                writes = [r for r in self._id_range(record.id + mapping.WRITES_INFIX, high)
+                          if mapping.is_write_of(r, record.id)]
         if record is None:
             return None
-        return next(iter(self._tuples([record])))
+        if writes is None or record.state.get("format", 1) < 2:  # format 1: writes may have hashed ids
+            writes = self._writes_by_owner([record.id])[record.id]
+        return self._tuple(record, writes)
+
+    def _id_range(self, low: str, high: str) -> builtins.list[Record]:
+        return self.store.checkpoints.query((F.id >= low) & (F.id < high), order_by="id", vectors=False).items
 
     def list(
         self,
@@ -123,25 +143,27 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     def _tuples(self, records: Sequence[Record]) -> builtins.list[CheckpointTuple]:
         """Checkpoint tuples for these records, with their pending writes fetched in one query."""
-        owners = [r.id for r in records]
+        writes = self._writes_by_owner([r.id for r in records])
+        return [self._tuple(record, writes[record.id]) for record in records]
+
+    def _writes_by_owner(self, owners: builtins.list[str]) -> dict[str, builtins.list[Record]]:
         writes: dict[str, builtins.list[Record]] = {owner: [] for owner in owners}
         for write in self.store.checkpoints.all(
                 (F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(owners)):
             writes[write.node_id].append(write)
-        tuples = []
-        for record in records:
-            state = record.state
-            thread_id, ns = state["thread_id"], state["checkpoint_ns"]
-            parent_id = state["parent_checkpoint_id"]
-            ordered = sorted(writes[record.id], key=mapping.write_sort_key)
-            tuples.append(CheckpointTuple(
-                config=mapping.config_for(thread_id, ns, state["checkpoint_id"]),
-                checkpoint=mapping.decode(self.serde, state["checkpoint"]),
-                metadata=mapping.decode(self.serde, state["metadata"]),
-                parent_config=mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
-                pending_writes=[mapping.pending_write(self.serde, w) for w in ordered],
-            ))
-        return tuples
+        return writes
+
+    def _tuple(self, record: Record, writes: Sequence[Record]) -> CheckpointTuple:
+        state = record.state
+        thread_id, ns = state["thread_id"], state["checkpoint_ns"]
+        parent_id = state["parent_checkpoint_id"]
+        return CheckpointTuple(
+            config=mapping.config_for(thread_id, ns, state["checkpoint_id"]),
+            checkpoint=mapping.decode(self.serde, state["checkpoint"]),
+            metadata=mapping.decode(self.serde, state["metadata"]),
+            parent_config=mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
+            pending_writes=[mapping.pending_write(self.serde, w) for w in sorted(writes, key=mapping.write_sort_key)],
+        )
 
     # writing --------------------------------------------------------------------------
     def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
@@ -160,17 +182,18 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
         records: dict[str, Record] = {}
-        regular: set[str] = set()
+        regular: dict[str, str] = {}  # ids a regular write may be stored under (this format's, format 1's) -> its id
         for position, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, position)
             record = mapping.write_record(self.serde, thread_id, ns, checkpoint_id, task_id, task_path,
                                           idx, channel, value)
             records[record.id] = record
             if idx >= 0:
-                regular.add(record.id)
+                regular[record.id] = record.id
+                regular[mapping.legacy_write_record_id(thread_id, ns, checkpoint_id, task_id, idx)] = record.id
         if regular:
             for existing in self.store.checkpoints.get_many(sorted(regular), vectors=False):
-                records.pop(existing.id, None)
+                records.pop(regular[existing.id], None)
         if records:
             self.store.checkpoints.put(records.values())
 
