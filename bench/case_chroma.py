@@ -1,10 +1,12 @@
-"""The chroma backend (embedded, on disk) vs raw chromadb on the same records: batch put and top-10 search.
+"""The chroma backend vs raw chromadb on the same records: batch put and top-10 search, embedded
+(on disk) and over HTTP (a `chroma run` server started for the run, as the tests start it).
 
 Two raw baselines write the same records with `collection.upsert` in Chroma's max batch size:
 the rows mnemostore writes (the same ids, vectors, metadata and documents, built before the
 clock starts: the ratio is the cost of mnemostore's own work), and rows a hand-written
 application would write (its orjson document and the filter fields as metadata, built inside
-the timed call). Searches query mnemostore's own collection, through a second client on its directory.
+the timed call). Searches query mnemostore's own collection through a second client: on its
+directory (embedded), or a raw `HttpClient` on the same server (HTTP).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import orjson
@@ -25,10 +29,14 @@ from harness import Results, Row, median, timed
 import mnemostore
 from mnemostore.backends.chroma.options import ChromaOptions
 
+if TYPE_CHECKING:
+    from tests.chroma_server import ChromaTestServer
+
 K = 10
 FILTER_AGENT = AGENTS[3]
 COLLECTION = "mnemo_heuristic"
 """mnemostore's collection of heuristics (default prefix, default tenant)."""
+Rows = tuple[list[str], np.ndarray, list[str], list[dict[str, Any]]]
 
 
 def _client(path: Path) -> Any:
@@ -36,6 +44,17 @@ def _client(path: Path) -> Any:
     from chromadb.config import Settings
 
     return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+def _http_client(port: int) -> Any:
+    """A raw `HttpClient` made as mnemostore makes its own (telemetry off, same TLS setting); held for
+    the run, as mnemostore holds its client for every store of a process."""
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False)
+    settings.chroma_server_ssl_verify = ChromaOptions().verify_ssl
+    return chromadb.HttpClient(host="127.0.0.1", port=port, ssl=False, headers={}, settings=settings)
 
 
 def _collection(client: Any, name: str) -> Any:
@@ -46,7 +65,116 @@ def _collection(client: Any, name: str) -> Any:
     return client.create_collection(name, embedding_function=None, configuration={"hnsw": hnsw})
 
 
-def same_rows(models: list[mnemostore.Heuristic]) -> tuple[list[str], np.ndarray, list[str], list[dict[str, Any]]]:
+class Mode(Protocol):
+    """Where one mode's stores live: mnemostore's store of repeat r, the raw baselines' collections."""
+
+    label: str
+    """Names the mode in search rows."""
+    place: str
+    """Names the mode in put rows: where the records go."""
+
+    def store_url(self, r: int) -> str: ...
+
+    def raw_collection(self, name: str) -> tuple[Any, Any]:
+        """A fresh (client, collection) for a raw baseline."""
+
+    def drop_raw(self, client: Any, name: str) -> None: ...
+
+    def drop_store(self, r: int) -> None: ...
+
+    def reader(self, r: int) -> AbstractContextManager[tuple[Any, str]]:
+        """A raw client seeing store r, and the name of its heuristics collection."""
+
+
+class Embedded:
+    """Stores in directories of the run's temp dir; each raw baseline its own `PersistentClient`."""
+
+    label = "embedded"
+    place = "embedded, on disk"
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+
+    def store_url(self, r: int) -> str:
+        return f"chroma://{self.tmp / f'chroma-ours-{r}'}"
+
+    def raw_collection(self, name: str) -> tuple[Any, Any]:
+        client = _client(self.tmp / f"chroma-{name}")
+        return client, _collection(client, COLLECTION)
+
+    def drop_raw(self, client: Any, name: str) -> None:
+        client.close()
+        shutil.rmtree(self.tmp / f"chroma-{name}")
+
+    def drop_store(self, r: int) -> None:
+        shutil.rmtree(self.tmp / f"chroma-ours-{r}")
+
+    @contextmanager
+    def reader(self, r: int) -> Iterator[tuple[Any, str]]:
+        client = _client(self.tmp / f"chroma-ours-{r}")  # mnemostore's settings: one system per directory
+        try:
+            yield client, COLLECTION
+        finally:
+            client.close()
+
+
+class Server:
+    """Stores on one `chroma run` server, each under its own collection prefix (as the tests
+    isolate stores); the raw baselines' collections beside them, through one `HttpClient`."""
+
+    label = "HTTP"
+    place = "HTTP, local server"
+
+    def __init__(self, server: ChromaTestServer) -> None:
+        self.base_url = server.base_url
+        self.client = _http_client(server.port)
+
+    @staticmethod
+    def prefix(r: int) -> str:
+        return f"bench{r}_"
+
+    def store_url(self, r: int) -> str:
+        return f"{self.base_url}?prefix={self.prefix(r)}"
+
+    def raw_collection(self, name: str) -> tuple[Any, Any]:
+        return self.client, _collection(self.client, f"raw_{name}")
+
+    def drop_raw(self, client: Any, name: str) -> None:
+        client.delete_collection(f"raw_{name}")
+
+    def drop_store(self, r: int) -> None:
+        for collection in self.client.list_collections():
+            if collection.name.startswith(self.prefix(r)):
+                self.client.delete_collection(collection.name)
+
+    def reader(self, r: int) -> AbstractContextManager[tuple[Any, str]]:
+        return nullcontext((self.client, f"{self.prefix(r)}heuristic"))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@dataclass(frozen=True)
+class Data:
+    """The run's records, built once and written alike by every mode."""
+
+    vectors: np.ndarray
+    dicts: list[dict[str, Any]]
+    models: list[mnemostore.Heuristic]
+    rows: Rows
+    warm_dict: dict[str, Any]
+    warm: mnemostore.Heuristic
+
+    @classmethod
+    def build(cls, n: int) -> Data:
+        vectors = unit_vectors(n, seed=1)
+        dicts = heuristic_dicts(0, n, vectors)
+        models = [mnemostore.Heuristic(**d) for d in dicts]
+        warm_dict = heuristic_dicts(n, n + 1, unit_vectors(1, seed=9))[0]
+        return cls(vectors, dicts, models, same_rows(models), warm_dict, mnemostore.Heuristic(**warm_dict))
+
+
+def same_rows(models: list[mnemostore.Heuristic]) -> Rows:
     """(ids, vectors, documents, metadatas) exactly as mnemostore's chroma backend writes them (cosine)."""
     from mnemostore.backends.chroma.rows import document_of, index_vector, metadata_of
 
@@ -54,7 +182,7 @@ def same_rows(models: list[mnemostore.Heuristic]) -> tuple[list[str], np.ndarray
             [document_of(m) for m in models], [metadata_of(m, True) for m in models])
 
 
-def hand_rows(dicts: list[dict[str, Any]]) -> tuple[list[str], np.ndarray, list[str], list[dict[str, Any]]]:
+def hand_rows(dicts: list[dict[str, Any]]) -> Rows:
     """What an application would write: the record as an orjson document, its filter fields as metadata."""
     documents = [orjson.dumps({k: v for k, v in d.items() if k != "embedding"}).decode() for d in dicts]
     metadatas = [{"agent": d["agent"], "project_id": d["project_id"], "confidence": d["confidence"],
@@ -63,7 +191,7 @@ def hand_rows(dicts: list[dict[str, Any]]) -> tuple[list[str], np.ndarray, list[
     return [d["id"] for d in dicts], np.stack([d["embedding"] for d in dicts]), documents, metadatas
 
 
-def upsert(client: Any, collection: Any, rows: tuple[list[str], np.ndarray, list[str], list[dict[str, Any]]]) -> None:
+def upsert(client: Any, collection: Any, rows: Rows) -> None:
     """`collection.upsert` in batches of Chroma's max batch size."""
     ids, vectors, documents, metadatas = rows
     step = client.get_max_batch_size()
@@ -81,49 +209,61 @@ def raw_search(collection: Any, query: np.ndarray, agent: str | None = None) -> 
 
 
 def bench_chroma(results: Results, n: int, repeat: int, tmp: Path, queries: int) -> None:
-    vectors = unit_vectors(n, seed=1)
-    dicts = heuristic_dicts(0, n, vectors)
-    models = [mnemostore.Heuristic(**d) for d in dicts]
-    warm_dict = heuristic_dicts(n, n + 1, unit_vectors(1, seed=9))[0]
-    warm = mnemostore.Heuristic(**warm_dict)
-    rows = same_rows(models)
+    """Both modes on the same records: embedded first, then over HTTP to a local server."""
+    data = Data.build(n)
+    _bench_mode(results, Embedded(tmp), data, repeat, queries)
+    with ExitStack() as stack:
+        try:
+            from tests.chroma_server import ChromaTestServer  # as the tests start it
+
+            server = ChromaTestServer()
+        except Exception as exc:  # no `chroma` CLI or a server that would not start: report, go on
+            results.skipped("chroma (HTTP server)", f"{type(exc).__name__}: {exc}"[:200])
+            return
+        stack.callback(server.stop)
+        mode = Server(server)
+        stack.callback(mode.close)
+        _bench_mode(results, mode, data, repeat, queries)
+
+
+def _bench_mode(results: Results, mode: Mode, data: Data, repeat: int, queries: int) -> None:
+    n = len(data.models)
     t: dict[str, list[float]] = {"ours": [], "same": [], "hand": []}
+    batch = 0
     for r in range(repeat):  # interleaved, so drift hits all alike; the first store is searched
-        with mnemostore.open(f"chroma://{tmp / f'chroma-ours-{r}'}") as store:
-            store.heuristics.put([warm])  # creates the collections and records the store's dimension
-            store.heuristics.delete(warm.id)
-            t["ours"].append(timed(lambda store=store: store.heuristics.put(models)))
-        for key, build in (("same", lambda: rows), ("hand", lambda: hand_rows(dicts))):
-            client = _client(tmp / f"chroma-{key}-{r}")
-            collection = _collection(client, COLLECTION)
-            upsert(client, collection, same_rows([warm]) if key == "same" else hand_rows([warm_dict]))
-            collection.delete(ids=[warm.id])
+        with mnemostore.open(mode.store_url(r)) as store:
+            store.heuristics.put([data.warm])  # creates the collections and records the store's dimension
+            store.heuristics.delete(data.warm.id)
+            t["ours"].append(timed(lambda store=store: store.heuristics.put(data.models)))
+        for key, build in (("same", lambda: data.rows), ("hand", lambda: hand_rows(data.dicts))):
+            name = f"{key}-{r}"
+            client, collection = mode.raw_collection(name)
+            upsert(client, collection, same_rows([data.warm]) if key == "same" else hand_rows([data.warm_dict]))
+            collection.delete(ids=[data.warm.id])
             t[key].append(timed(lambda client=client, collection=collection, build=build:
                                 upsert(client, collection, build())))
             batch = client.get_max_batch_size()
-            client.close()
-            shutil.rmtree(tmp / f"chroma-{key}-{r}")
+            mode.drop_raw(client, name)
         if r:
-            shutil.rmtree(tmp / f"chroma-ours-{r}")
-    row = Row(f"chroma put {n:,} heuristics x384 (embedded, on disk)", median(t["ours"]), median(t["same"]),
+            mode.drop_store(r)
+    row = Row(f"chroma put {n:,} heuristics x384 ({mode.place})", median(t["ours"]), median(t["same"]),
               unit="rec/s", per=n, baseline_name=f"collection.upsert per {batch:,}, same rows", target=">= 0.80x")
     row.met = row.ratio is not None and row.ratio >= 0.8
     results.add(row)
-    results.add(Row(f"chroma put {n:,} heuristics x384, vs hand-written rows", median(t["ours"]), median(t["hand"]),
-                    unit="rec/s", per=n, baseline_name="collection.upsert, hand-written rows",
+    results.add(Row(f"chroma put {n:,} heuristics x384 ({mode.label}), vs hand-written rows", median(t["ours"]),
+                    median(t["hand"]), unit="rec/s", per=n, baseline_name="collection.upsert, hand-written rows",
                     note="the application's rows: an orjson document and 5 metadata fields, without mnemostore's "
                          "exact-vector copy (base64 in metadata) and typed projections"))
-    _bench_search(results, tmp / "chroma-ours-0", vectors, repeat, queries)
+    _bench_search(results, mode, data.vectors, repeat, queries)
 
 
-def _bench_search(results: Results, path: Path, vectors: np.ndarray, repeat: int, queries: int) -> None:
-    """mnemostore's search beside raw queries of its own collection, through a second client on the directory."""
+def _bench_search(results: Results, mode: Mode, vectors: np.ndarray, repeat: int, queries: int) -> None:
+    """mnemostore's search beside raw queries of its own collection, through a second client."""
     n = len(vectors)
     qs = unit_vectors(queries, seed=3)
     where = mnemostore.F.agent == FILTER_AGENT
-    with mnemostore.open(f"chroma://{path}") as store:
-        client = _client(path)  # same settings as mnemostore's: Chroma shares one system per directory
-        collection = client.get_collection(COLLECTION)
+    with mnemostore.open(mode.store_url(0)) as store, mode.reader(0) as (client, name):
+        collection = client.get_collection(name)
         search = store.heuristics.search
         search(qs[0], k=K, vectors=False)
         raw_search(collection, qs[0])
@@ -140,9 +280,8 @@ def _bench_search(results: Results, path: Path, vectors: np.ndarray, repeat: int
                 "raw_f": lambda i: raw_search(collection, qs[i], FILTER_AGENT),
             }, queries).items():
                 t[key].append(value)
-        client.close()
     m = {key: median(values) for key, values in t.items()}
-    label = f"chroma top-{K} search {n:,} x384"
+    label = f"chroma top-{K} search {n:,} x384 ({mode.label})"
     row = Row(label, m["ours"], m["raw"], baseline_name="collection.query", target="<= 1.3x time (>= 0.77x)",
               note=f"mnemostore's own collection; recall@{K} vs numpy's exact top-{K}: mnemostore {recall:.3f}, "
                    f"raw query {raw_recall:.3f} (HNSW, ef_search {ChromaOptions().ef_search}; uniformly random "
