@@ -12,9 +12,9 @@ from tests.chroma_server import ChromaTestServer, chroma_server
 
 import mnemostore
 from mnemostore.backends.chroma.backend import ChromaBackend
-from mnemostore.backends.chroma.ranking import approximate, rank_approximate
 from mnemostore.backends.chroma.registry import LABEL, MARKER_KEY
 from mnemostore.core import codec
+from mnemostore.core.approximate_ranking import approximate, rank_approximate
 from mnemostore.core.vectorsearch import scores
 from mnemostore.testing import ConformanceSuite
 from mnemostore.testing.factories import make, vectors

@@ -12,12 +12,20 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import mnemostore
+from mnemostore import F
+from mnemostore.backends.qdrant.ordered import delegable
+from mnemostore.core.protocol import ID_ORDER, OrderKey
 from mnemostore.core.url import StoreURL
 from mnemostore.testing import ConformanceSuite
+from mnemostore.testing.factories import BASE_TIME, make, vectors
+from mnemostore.testing.oracle import expected_order, reference_search
 
 SERVER_URL = os.environ.get("MNEMOSTORE_TEST_QDRANT_URL")
 
@@ -51,3 +59,72 @@ class TestQdrantServer(ConformanceSuite):
             if collection.name.startswith(prefix):
                 client.delete_collection(collection.name)
         client.close()
+
+
+def paged(store: mnemostore.Store, where: Any, order_by: str, limit: int) -> list[str]:
+    """Every page of a heuristics query, concatenated by following cursors."""
+    ids: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = store.heuristics.query(where, order_by=order_by, limit=limit, cursor=cursor)
+        ids.extend(r.id for r in page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return ids
+
+
+def test_order_by_pages_match_the_reference_through_ties_missing_values_and_superset_filters() -> None:
+    """Pages ordered by a number or datetime (read with Qdrant's `order_by`) match `sort_records`:
+    tie groups larger than a page, missing values, integers past 2**53, instants written in
+    other offsets, another tenant's records, and a filter Qdrant can only narrow (a string range)."""
+    moments = [BASE_TIME, BASE_TIME.astimezone(timezone(timedelta(hours=-5))), BASE_TIME + timedelta(seconds=1)]
+    written = [make("heuristic", i, id=f"h{(i * 37) % 90:03d}", agent=("a", "b", "c")[i % 3],
+                    confidence=(0.1, 0.5, 0.5, 0.9)[i % 4], occurrence_count=(0, 2**60, 2**60 + 1, 7, 7)[i % 5],
+                    last_validated=None if i % 4 == 0 else moments[i % 3], created_at=moments[(i // 7) % 3])
+               for i in range(90)]
+    url = f"qdrant://memory/{uuid.uuid4().hex}"
+    store, other = mnemostore.open(url), mnemostore.open(url, tenant="other")
+    try:
+        store.heuristics.put(written)
+        other.heuristics.put([make("heuristic", i, id=f"h{i:03d}", confidence=0.5) for i in range(20)])
+        for where in (None, F.agent == "b", F.agent >= "b"):
+            for field in ("confidence", "occurrence_count", "last_validated", "created_at"):
+                for order_by in (field, "-" + field):
+                    want = expected_order("heuristic", written, where, order_by)
+                    for limit in (1, 25, 100):
+                        got = [r.id for r in store.heuristics.query(where, order_by=order_by, limit=limit)]
+                        assert got == want[:limit], (where, order_by, limit)
+                    for limit in (7,):
+                        assert paged(store, where, order_by, limit) == want, (where, order_by, limit)
+    finally:
+        store.close()
+        other.close()
+
+
+def test_queries_the_backend_hands_to_order_by() -> None:
+    """One number or datetime key with a limit goes to Qdrant; strings, booleans, several keys
+    and unlimited queries are ordered in Python."""
+    ordered = (OrderKey("confidence", True), ID_ORDER)
+    assert delegable("heuristic", ordered, 10) == OrderKey("confidence", True)
+    assert delegable("outcome", (OrderKey("created_at"), ID_ORDER), 1) == OrderKey("created_at")
+    assert delegable("heuristic", ordered, None) is None
+    assert delegable("heuristic", (OrderKey("agent"), ID_ORDER), 10) is None
+    assert delegable("outcome", (OrderKey("success"), ID_ORDER), 10) is None
+    assert delegable("heuristic", (OrderKey("confidence"), OrderKey("created_at"), ID_ORDER), 10) is None
+    assert delegable("heuristic", (ID_ORDER,), 10) is None
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot", "l2"])
+def test_search_reads_past_a_tie_group_larger_than_k(metric: str) -> None:
+    """30 identical vectors tie for first place: the k hits are the lowest ids, whatever Qdrant returns first."""
+    base = vectors(5, 16, seed=5)
+    written = [make("heuristic", i, id=f"t{(i * 7) % 30:02d}", embedding=base[0]) for i in range(30)]
+    written += [make("heuristic", 30 + i, id=f"o{i}", embedding=base[1 + i % 4]) for i in range(12)]
+    store = mnemostore.open(f"qdrant://memory/{uuid.uuid4().hex}", metric=metric)
+    try:
+        store.heuristics.put(written)
+        for k in (1, 10, 29, 31, 42):
+            hits = store.heuristics.search(base[0], k=k)
+            assert [h.record.id for h in hits] == [rid for rid, _ in reference_search(written, base[0], k, metric)]
+    finally:
+        store.close()

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 
 import orjson
 
+from ...core.approximate_ranking import approximate, rank_approximate, rank_exact
 from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, MnemostoreError, SchemaMismatch
@@ -46,7 +47,6 @@ from ...migrations.locking import FileLock, MigrationLock
 from .connect import acquire, max_batch_size, process_migration_lock, release, scrub, write_lock
 from .lock import ChromaRowLock
 from .options import ChromaOptions, Location, locate
-from .ranking import approximate, rank_approximate, rank_exact
 from .registry import TenantRegistry
 from .rows import (
     chroma_vector,

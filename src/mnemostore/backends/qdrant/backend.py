@@ -1,10 +1,15 @@
 """The qdrant backends: Qdrant's local engine (`qdrant://`) and a Qdrant server (`qdrant+http(s)://`).
 
 Filters run inside Qdrant (see `filters.py`; what Qdrant cannot decide exactly is re-checked
-in Python over a superset). Ordering and cursor pages are computed client-side, after an
-exact filtered scroll: a query costs a scan of the tenant's matching records, whatever the
-limit. Vector search runs in Qdrant with the filter inside `query_points`, then the
-candidates are rescored exactly (`ranking.py`).
+in Python over a superset). A query with a limit ordered by one number or datetime field
+(the default `created_at` order, `-confidence`, and their cursor pages) is read with Qdrant's
+`order_by` in both modes: about `limit` rows plus the ties at the page's edges, which are
+read whole and sorted by id (`ordered.py`). Other orderings (strings, booleans, several
+keys) and queries without a limit scan every match and sort them in Python
+(`core.query.sort_records`). In the local engine each call still checks the filter on every
+point of the collection in Python; a server answers `order_by` from its payload index.
+Vector search asks Qdrant for k + 1 points with the filter inside `query_points` and
+rescores only near-ties exactly (`ranking.py`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from .handles import Handle, acquire, release
 from .ids import meta_point_id, point_id
 from .layout import VECTOR, Layout
 from .options import QdrantOptions, parse_location
-from .ranking import first_request, rank, settled
+from .ordered import Batch, delegable, order_value, ordered_page
+from .ranking import PAYLOAD as SEARCH_PAYLOAD
+from .ranking import Candidates, first_request
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient, models
@@ -288,10 +295,35 @@ class QdrantBackend(Backend):
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
               limit: int | None, vectors: bool = True) -> list[Record]:
+        key = delegable(kind, order, limit)
         with self._reading():
-            found = [record for _, record in self._scan(kind, tenant, where, vectors=vectors) if record is not None]
+            if key is not None and limit is not None:
+                return ordered_page(kind, where, key, limit, lambda expr: self._records(kind, tenant, expr, vectors),
+                                    lambda *batch: self._ordered_batch(kind, tenant, vectors, *batch))
+            found = self._records(kind, tenant, where, vectors)
         ordered = sort_records(found, order)
         return ordered if limit is None else ordered[:limit]
+
+    def _records(self, kind: str, tenant: str | None, where: Expr | None, vectors: bool) -> list[Record]:
+        return [record for _, record in self._scan(kind, tenant, where, vectors=vectors) if record is not None]
+
+    def _ordered_batch(self, kind: str, tenant: str | None, vectors: bool, where: Expr | None, field: str,
+                       descending: bool, start: Any, size: int) -> Batch:
+        """Up to `size` points of a Qdrant-filtered superset of `where`, by `field` from `start` (inclusive)."""
+        from qdrant_client import models
+
+        translation = self._translate(kind, tenant, where)
+        if translation.empty or not self.layout.exists(kind):
+            return Batch([], [], True)
+        order_by = models.OrderBy(key=codec.field_key(field),
+                                  direction=models.Direction.DESC if descending else models.Direction.ASC,
+                                  start_from=None if start is None else order_value(start))
+        points, _ = self._client.scroll(
+            self.layout.name(kind), scroll_filter=translation.filter, limit=size, order_by=order_by,
+            with_payload=codec.WITH_VECTOR if vectors else codec.WITHOUT_VECTOR, with_vectors=False)
+        records = [codec.decode(kind, point.payload or {}) for point in points]
+        kept = [True] * len(records) if translation.exact else [matches(where, r) for r in records]
+        return Batch(records, kept, len(points) < size)
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         with self._reading():
@@ -333,12 +365,14 @@ class QdrantBackend(Backend):
             while True:
                 points = self._client.query_points(
                     self.layout.name(kind), query=vector.tolist(), using=VECTOR, query_filter=query_filter,
-                    limit=limit, with_payload=codec.WITH_VECTOR, with_vectors=False,
+                    limit=limit, with_payload=SEARCH_PAYLOAD, with_vectors=False,
                     search_params=search_params).points
-                hits = rank([codec.decode(kind, p.payload or {}) for p in points], vector, k, self.params.metric)
-                if len(points) < limit or settled(hits, k, float(points[-1].score), self.params.metric):
-                    return hits
+                candidates = Candidates(points, vector, self.params.metric, limit)
+                best = candidates.best(k)
+                if best is not None:
+                    break
                 limit *= 4
+        return [Hit(codec.decode(kind, candidates.payloads[i], vectors), score) for i, score in best]
 
     def describe(self) -> dict[str, Any]:
         import qdrant_client
@@ -350,7 +384,8 @@ class QdrantBackend(Backend):
             "location": where,
             "collection_prefix": self.qdrant_options.prefix,
             "qdrant_client": getattr(qdrant_client, "__version__", "unknown"),
-            "ordering": "client-side, after an exact filtered scroll (a query scans its matches)",
+            "ordering": "Qdrant order_by for one number or datetime key with a limit (plus the edge ties, "
+                        "sorted by id); other orderings client-side over every match",
             "string_ranges": "checked in Python over a Qdrant-filtered superset",
             "search": "exact brute force (local engine)" if self.location.mode != "server"
             else ("exact full scan" if self.qdrant_options.exact else "HNSW index, rescored exactly"),

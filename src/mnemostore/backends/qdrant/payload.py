@@ -109,9 +109,9 @@ def _metadata_keys(key: str) -> tuple[str, str, str, str]:
     return keys
 
 
-def decode(kind: str, payload: dict[str, Any]) -> Record:
-    """The record a payload holds (its embedding too, if `_vec` was read)."""
-    vector = payload.get(VEC)
+def decode(kind: str, payload: dict[str, Any], embedding: bool = True) -> Record:
+    """The record a payload holds (its embedding too, if `_vec` was read and `embedding` is true)."""
+    vector = payload.get(VEC) if embedding else None
     return codec.decode(kind, payload[DOC], base64.b64decode(vector) if vector is not None else None)
 
 

@@ -1,52 +1,61 @@
-"""Exact top-k over Qdrant's candidates: rescored with core's numpy scoring, ties by id.
+"""Top-k from Qdrant's candidates: Qdrant's order where it is unambiguous, exact rescoring where not.
 
-Qdrant scores in float32 with its own summation order (and a server's HNSW is approximate),
-so identical vectors may score a few ulps apart and near-ties may swap. The backend asks
-Qdrant for more than k candidates, rescores them from the original float32 embeddings with
-`core.vectorsearch`, and widens the request when the k-th exact score is too close to the
-worst candidate's Qdrant score to be sure nothing beyond it could rank higher.
+Qdrant returns points best first with float32 scores (cosine similarity of the normalised
+vectors, dot product, or Euclidean distance). The backend asks for k + 1 points: where
+neighbours' scores are clearly apart, Qdrant's order and scores stand; runs of near-ties
+(duplicate vectors, ulp-level differences) are rescored from the exact stored vectors (`_vec`)
+with core's scoring and ordered by (score, id), as the reference backend orders them. With
+`dot` every candidate is rescored. The rules are shared with the chroma backend's `ranking`.
 """
 
 from __future__ import annotations
 
+import base64
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from ...core.protocol import Hit
-from ...core.records import Record
+from ...core.approximate_ranking import rank_approximate, rank_exact
 from ...core.vectors import Vector
-from ...core.vectorsearch import scores, top_k
+from ...core.vectorsearch import scores
+from .payload import DOC, VEC, field_key
 
-MARGIN = 1e-3
-"""How far (relative) Qdrant's score may stray from the exact one; a generous float32 bound."""
+ID = field_key("id")
+PAYLOAD = [DOC, VEC, ID]
+"""What a search reads of each candidate: the document, the exact vector, and the record id (for ties)."""
 
 
 def first_request(k: int) -> int:
-    return k + max(k, 10)
+    """k + 1 candidates: enough to see whether the k-th is clear of the points not fetched."""
+    return k + 1
 
 
-def rank(records: Sequence[Record], query: Vector, k: int, metric: str) -> list[Hit]:
-    """The k best of `records` (all with embeddings), best first, ties broken by id."""
-    import numpy as np
+class Candidates:
+    """One `query_points` answer, best first; exact vectors are decoded only for the runs rescored."""
 
-    if not records:
-        return []
-    matrix = np.stack([r.embedding for r in records])
-    values = scores(matrix, query, metric)
-    best = top_k(values, [r.id for r in records], k, metric)
-    return [Hit(records[i], score) for i, score in best]
+    def __init__(self, points: Sequence[Any], query: Vector, metric: str, asked: int) -> None:
+        self.payloads: list[dict[str, Any]] = [p.payload or {} for p in points]
+        self.ids: list[str] = [payload[ID] for payload in self.payloads]
+        self.qdrant_scores = [float(p.score) for p in points]
+        self.complete = len(points) < asked
+        self._query = query
+        self._metric = metric
 
+    def rescore(self, positions: list[int]) -> Any:
+        """Core's exact scores of the candidates at `positions` (float64 in, as the memory backend)."""
+        import numpy as np
 
-def settled(hits: Sequence[Hit], k: int, worst_candidate: float, metric: str) -> bool:
-    """Whether no point scored below `worst_candidate` by Qdrant could beat the k-th hit."""
-    if len(hits) < k:
-        return False
-    kth = hits[k - 1].score
-    slack = MARGIN * max(1.0, abs(kth), abs(worst_candidate))
-    if metric == "l2":
-        return kth < worst_candidate - slack
-    return kth > worst_candidate + slack
+        matrix = np.stack([np.frombuffer(base64.b64decode(self.payloads[p][VEC]), dtype=np.float32)
+                           for p in positions]).astype(np.float64)
+        return scores(matrix, np.asarray(self._query, dtype=np.float64), self._metric)  # type: ignore[arg-type]
 
-
-def qdrant_score(point: Any) -> float:
-    return float(point.score)
+    def best(self, k: int) -> list[tuple[int, float]] | None:
+        """(position, score) of the k best, best first, ties by id; None when Qdrant must be asked for more."""
+        if not self.ids:
+            return []
+        kept = range(len(self.ids))
+        approx = self.qdrant_scores
+        if self._metric == "dot" or not all(math.isfinite(s) for s in approx):
+            return rank_exact(self.rescore(list(kept)), kept, self.ids, k, self._metric, self.complete)
+        return rank_approximate(approx, kept, self.ids, k, self._metric, self.complete, len(self._query),
+                                self.rescore)

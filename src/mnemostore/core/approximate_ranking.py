@@ -1,11 +1,11 @@
-"""Top-k from Chroma's candidates: Chroma's order where it is unambiguous, exact rescoring where not.
+"""Top-k from an engine's approximate candidates: its order where unambiguous, exact rescoring where not.
 
-Chroma returns candidates sorted by a float32 distance. For cosine (unit vectors) and l2
-(a sum of squares) its rounding error is bounded relative to the score's scale, so two
-candidates whose Chroma scores differ by more than `slack` are already in the exact order;
+Chroma and Qdrant return candidates sorted by a float32 distance or score. For cosine (unit
+vectors) and l2 (a sum of squares) its rounding error is bounded relative to the score's scale, so two
+candidates whose engine scores differ by more than `slack` are already in the exact order;
 only runs of candidates closer than that (near-ties, duplicate vectors) are rescored from
 the stored float32 vectors with core's numpy scoring and ordered by (score, id), as the
-reference backend orders them. Scores are then Chroma's (float32 precision, as every
+reference backend orders them. Scores are then the engine's (float32 precision, as every
 backend's) or, inside a rescored run, core's. A dot product can cancel (its rounding is
 relative to the sum of |a_i b_i|, not to the score), so with `dot` every candidate is rescored.
 """
@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...core.vectorsearch import top_k
+from .vectorsearch import top_k
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,18 +42,18 @@ def approximate(distances: Sequence[float], metric: str) -> list[float] | None:
 
 
 def slack(a: float, b: float, dimension: int) -> float:
-    """How far apart two Chroma scores must be to be in the exact order: a float32 sum of
+    """How far apart two engine scores must be to be in the exact order: a float32 sum of
     `dimension` terms errs by at most dimension * 2**-24 of its scale (1 for unit vectors)."""
     return (_BASE_SLACK + 6e-8 * dimension) * (1.0 + abs(a) + abs(b))
 
 
 def rank_approximate(approx: Sequence[float], kept: Sequence[int], ids: Sequence[str], k: int, metric: str,
                      complete: bool, dimension: int, rescore: Rescore) -> list[tuple[int, float]] | None:
-    """(position, score) of the k best kept candidates, best first, ties by id; None when Chroma
+    """(position, score) of the k best kept candidates, best first, ties by id; None when the engine
     must be asked for more (the k-th is not clear of the candidates it did not return).
 
-    `approx` scores every returned candidate in Chroma's order, `kept` lists the positions that
-    match the filter, and `complete` says whether Chroma returned fewer than asked.
+    `approx` scores every returned candidate in the engine's order, `kept` lists the positions that
+    match the filter, and `complete` says whether the engine returned fewer than asked.
     """
     lower_is_better = metric == "l2"
 
@@ -78,7 +78,7 @@ def rank_approximate(approx: Sequence[float], kept: Sequence[int], ids: Sequence
 
 
 def _runs(kept: Sequence[int], approx: Sequence[float], apart: Callable[[float, float], bool]) -> Iterator[list[int]]:
-    """The kept positions in runs whose neighbours are not `apart` (Chroma's order kept)."""
+    """The kept positions in runs whose neighbours are not `apart` (the engine's order kept)."""
     run: list[int] = []
     for position in kept:
         if run and apart(approx[run[-1]], approx[position]):
@@ -102,6 +102,6 @@ _TOLERANCE = 1e-5
 
 
 def _clear(kth: float, last_fetched: float, metric: str) -> bool:
-    """Whether the k-th score beats every row Chroma did not return (all worse than the last it did)."""
+    """Whether the k-th score beats every row the engine did not return (all worse than the last it did)."""
     margin = _TOLERANCE * (1.0 + abs(kth) + abs(last_fetched))
     return last_fetched - kth > margin if metric == "l2" else kth - last_fetched > margin
