@@ -2,8 +2,9 @@
 
 Row layout and its reasons: layout.py; the tables' history: migrations.py (run by the
 migration runner, under advisory_lock.py); what opening creates and the lazily typed
-vector column: schema.py; filters: sql_filters.py. The driver is imported when a store is
-opened, not before.
+vector column: schema.py; filters: sql_filters.py; the tenant policies of the
+`row_security` option: row_security.py. The driver is imported when a store is opened, not
+before.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import orjson
 
 from ...core.capabilities import Capability
-from ...core.errors import BackendError, MigrationError, MnemostoreError, ValidationError
+from ...core.errors import (
+    BackendError,
+    ConfigError,
+    MigrationError,
+    MnemostoreError,
+    UnsupportedCapability,
+    ValidationError,
+)
 from ...core.filters import Expr
 from ...core.protocol import Backend, Hit, OrderKey
 from ...core.records import Record
@@ -86,9 +94,12 @@ class PostgresBackend(Backend):
         self._names: Names | None = None
         self._vector_oid = 0
         self._vectors_ready: int | None = None
+        self._row_security_active: bool | None = None
+        """Whether the tenant policies apply to this role (None: not looked up yet)."""
         self._facts: dict[str, Any] = {}
         self._statements: dict[tuple[Any, ...], bytes] = {}
         self._last_used: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+        self._tenant_named: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"<PostgresBackend {self.url.masked} schema={self.options.schema_name!r}>"
@@ -139,7 +150,7 @@ class PostgresBackend(Backend):
     def _setup(self, conn: Connection) -> None:
         from psycopg import sql
 
-        from . import schema
+        from . import row_security, schema
 
         autocommit = conn.autocommit
         conn.autocommit = True
@@ -148,13 +159,19 @@ class PostgresBackend(Backend):
             self._names = schema.Names(self.options.schema_name, self.options.table_prefix, vector_schema)
             schema.create_meta(conn, self._names)
             schema.check_not_newer(conn, self._names, NEWEST_LAYOUT_VERSION)
+            active, tables = row_security.active_tables_sql(self._names)
             row = conn.execute(
                 "SELECT %s::regtype::oid, current_setting('server_version'), "
-                "(SELECT extversion FROM pg_extension WHERE extname = 'vector')",
-                (sql.Identifier(vector_schema, "vector").as_string(conn),)).fetchone()
+                f"(SELECT extversion FROM pg_extension WHERE extname = 'vector'), {active}, current_user",
+                (sql.Identifier(vector_schema, "vector").as_string(conn), tables)).fetchone()
             assert row is not None
             self._vector_oid = int(row[0])
             self._facts = {"server_version": row[1], "pgvector_version": row[2]}
+            if row[3] and self.options.row_security == "off":
+                raise ConfigError(
+                    f"row_security is off, but the tables of schema {self.options.schema_name!r} have "
+                    f"row-level security that applies to role {row[4]}: every statement would see no rows; "
+                    "open the store with row_security=on")
         finally:
             conn.autocommit = autocommit
 
@@ -193,6 +210,7 @@ class PostgresBackend(Backend):
             "schema": options.schema_name,
             "table_prefix": options.table_prefix,
             "index": options.index,
+            "row_security": options.row_security,
             "pool": "external" if not self._own_pool else f"{options.pool_min_size}..{options.pool_max_size}",
             **self._facts,
         }
@@ -222,6 +240,52 @@ class PostgresBackend(Backend):
     def _transaction(self) -> Iterator[Connection]:
         with self._connection() as conn, conn.transaction():
             yield conn
+
+    @contextmanager
+    def _tenant_scope(self, conn: Connection, tenant: str | None, transaction: bool = False) -> Iterator[None]:
+        """The block's statements on kind tables work for `tenant` (named to the row-level
+        security policies when row_security is on), in one transaction if asked."""
+        from .row_security import SET_TENANT, setting_value
+
+        if self._ensure_row_security(conn):
+            if not self._own_pool:
+                # A borrowed connection goes back to its owner's pool: name the tenant for this
+                # transaction only.
+                with conn.transaction():
+                    conn.execute(SET_TENANT, (setting_value(tenant),))
+                    yield
+                return
+            self._name_tenant(conn, setting_value(tenant))
+        if transaction:
+            with conn.transaction():
+                yield
+        else:
+            yield
+
+    def _name_tenant(self, conn: Connection, value: str) -> None:
+        """Set `mnemostore.tenant` for the session of one of our own (autocommit) connections,
+        unless it holds that value already: a store works for one tenant, so this costs a round
+        trip once per pooled connection, not per statement. Only this backend uses the pool, and
+        every statement on a kind table names its tenant first, so a value left set is not stale."""
+        from .row_security import SET_TENANT_SESSION
+
+        if self._tenant_named.get(conn) != value:
+            self._tenant_named.pop(conn, None)  # unknown if the statement fails
+            conn.execute(SET_TENANT_SESSION, (value,))
+            self._tenant_named[conn] = value
+
+    def _ensure_row_security(self, conn: Connection) -> bool:
+        """Whether statements name their tenant (row_security on); the first time, put the
+        policies on the tables if they lack them (see row_security.py)."""
+        mode = self.options.row_security
+        if mode == "off":
+            return False
+        if self._row_security_active is None:
+            from . import row_security
+
+            with self._errors("checking row-level security"):
+                self._row_security_active = row_security.ensure(conn, self.names, force=mode == "force")
+        return True
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
@@ -348,7 +412,8 @@ class PostgresBackend(Backend):
         import psycopg
 
         step = migration.step(direction)
-        self._vectors_ready = None  # tables may have been recreated: check their vector type again
+        self._vectors_ready = None  # tables may have been recreated: check their vector type
+        self._row_security_active = None  # and their policies again
         if callable(step):
             step(self)
             self.write_meta(LEDGER_KEY, dict(ledger))
@@ -394,6 +459,11 @@ class PostgresBackend(Backend):
 
         statement = sql.SQL("SELECT DISTINCT tenant FROM {} ORDER BY tenant").format(self._table(self._layout(kind)))
         with self._errors(f"listing the tenants of {kind} records"), self._connection() as conn:
+            if self._ensure_row_security(conn) and self._row_security_active:
+                raise UnsupportedCapability(
+                    f"row_security={self.options.row_security}: the tenant policies apply to this role, so it "
+                    "sees one tenant at a time and cannot list them all; run migrations and copies as the "
+                    "tables' owner (unless forced) or a role with BYPASSRLS")
             rows = conn.execute(statement).fetchall()
         return [tenant or None for (tenant,) in rows]
 
@@ -405,13 +475,39 @@ class PostgresBackend(Backend):
         kind_layout = self._layout(kind)
         rows = [kind_layout.encode(record) for record in records]
         with self._errors(f"writing {len(rows)} {kind} records"), self._connection() as conn:
+            if not self._ensure_row_security(conn):
+                batches: dict[str | None, list[tuple[Any, ...]]] = {None: rows}
+                name = None
+            else:  # written tenant by tenant, each named to the policies first
+                batches = _by_tenant(rows)
+                name = self._name_batch(conn, batches)
             if len(rows) >= COPY_THRESHOLD:
                 with conn.transaction():
-                    self._copy_upsert(conn, kind_layout, rows)
+                    for tenant, batch in batches.items():
+                        if name is not None:
+                            name(tenant)
+                        self._copy_upsert(conn, kind_layout, batch, direct=not self._row_security_active)
             else:  # BEGIN, the upserts and COMMIT in one round trip
                 statement = self._statement(("upsert", kind), lambda: self._upsert_sql(kind_layout))
                 with conn.pipeline(), conn.transaction():
-                    conn.cursor().executemany(statement, rows)
+                    for tenant, batch in batches.items():
+                        if name is not None:
+                            name(tenant)
+                        conn.cursor().executemany(statement, batch)
+
+    def _name_batch(self, conn: Connection, batches: Mapping[str | None, Any]) -> Callable[[str | None], None] | None:
+        """Name the tenant of a one-tenant batch now (see `_name_tenant`), or return what names each
+        tenant of the batch in turn inside the write's transaction."""
+        from .row_security import SET_TENANT, setting_value
+
+        if len(batches) == 1 and self._own_pool:
+            self._name_tenant(conn, setting_value(next(iter(batches))))
+            return None
+
+        def name(tenant: str | None) -> None:
+            conn.execute(SET_TENANT, (setting_value(tenant),))
+
+        return name
 
     def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None) -> sql.Composed:
         from psycopg import sql
@@ -431,9 +527,11 @@ class PostgresBackend(Backend):
         oids += [20] * len(kind_layout.datetimes)
         return [*oids, 17, 3802, self._vector_oid]
 
-    def _copy_upsert(self, conn: Connection, kind_layout: KindLayout, rows: list[tuple[Any, ...]]) -> None:
-        """Binary COPY straight into the table; if an id exists already, COPY into a staging
-        table and upsert from it instead (both in the caller's transaction)."""
+    def _copy_upsert(self, conn: Connection, kind_layout: KindLayout, rows: list[tuple[Any, ...]],
+                     direct: bool = True) -> None:
+        """Binary COPY straight into the table (if `direct`: the server refuses COPY FROM into a
+        table whose policies apply); if an id exists already, or not `direct`, COPY into a
+        staging table and upsert from it instead (both in the caller's transaction)."""
         import psycopg
         from psycopg import sql
 
@@ -447,18 +545,20 @@ class PostgresBackend(Backend):
                 for row in rows:
                     copy.write_row(row)
 
-        try:
-            with conn.transaction():
-                copy_into(self._table(kind_layout))
-            return
-        except psycopg.errors.UniqueViolation:
-            pass
+        if direct:
+            try:
+                with conn.transaction():
+                    copy_into(self._table(kind_layout))
+                return
+            except psycopg.errors.UniqueViolation:
+                pass
         stage = sql.Identifier(kind_layout.table + "_stage")
         cursor.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
             stage, self._table(kind_layout)))
         copy_into(stage)
         source = sql.SQL("SELECT {} FROM {}").format(columns, stage)
         cursor.execute(self._upsert_sql(kind_layout, source))
+        cursor.execute(sql.SQL("DROP TABLE {}").format(stage))  # the transaction may stage another batch
 
     def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                inc: Mapping[str, int | float]) -> Record | None:
@@ -486,24 +586,26 @@ class PostgresBackend(Backend):
             params.append(amount)
         table = self._table(kind_layout)
         key = (tenant_key(tenant), id)
-        with self._errors(f"updating {kind} {id!r}"), self._transaction() as conn:
-            if doc_changes:
-                row = conn.execute(sql.SQL("SELECT doc FROM {} WHERE tenant = %s AND id = %s FOR UPDATE").format(
-                    table), key).fetchone()
-                if row is None:
-                    return None
-                data = orjson.loads(row[0])
-                data.update(doc_changes)
-                assignments.append(sql.SQL("doc = %s"))
-                params.append(kind_layout.encode_doc(data))
-                if "metadata" in doc_changes:
-                    assignments.append(sql.SQL("metadata = %s"))
-                    params.append(JsonbBytes(orjson.dumps(doc_changes["metadata"])))
-            statement = sql.SQL("UPDATE {} SET {} WHERE tenant = %s AND id = %s RETURNING {}, embedding").format(
-                table, sql.SQL(", ").join(assignments), self._select_list(kind_layout))
+        with self._errors(f"updating {kind} {id!r}"), self._connection() as conn:
             cursor = conn.cursor(binary=True)
             try:
-                cursor.execute(statement, [*params, *key])
+                with self._tenant_scope(conn, tenant, transaction=True):
+                    if doc_changes:
+                        row = conn.execute(sql.SQL("SELECT doc FROM {} WHERE tenant = %s AND id = %s FOR UPDATE")
+                                           .format(table), key).fetchone()
+                        if row is None:
+                            return None
+                        data = orjson.loads(row[0])
+                        data.update(doc_changes)
+                        assignments.append(sql.SQL("doc = %s"))
+                        params.append(kind_layout.encode_doc(data))
+                        if "metadata" in doc_changes:
+                            assignments.append(sql.SQL("metadata = %s"))
+                            params.append(JsonbBytes(orjson.dumps(doc_changes["metadata"])))
+                    statement = sql.SQL(
+                        "UPDATE {} SET {} WHERE tenant = %s AND id = %s RETURNING {}, embedding"
+                    ).format(table, sql.SQL(", ").join(assignments), self._select_list(kind_layout))
+                    cursor.execute(statement, [*params, *key])
             except psycopg.errors.NumericValueOutOfRange:
                 raise ValidationError.one(
                     "inc", f"would take a counter of {kind} {id!r} past 2**63 - 1") from None
@@ -539,7 +641,8 @@ class PostgresBackend(Backend):
             columns, self._table(kind_layout), condition, tail)
         with self._errors(f"reading {kind} records"), self._connection() as conn:
             cursor = conn.cursor(binary=True)
-            cursor.execute(statement, [tenant_key(tenant), *compiler.params, *tail_params])
+            with self._tenant_scope(conn, tenant):
+                cursor.execute(statement, [tenant_key(tenant), *compiler.params, *tail_params])
             rows = cursor.fetchall()
         return [self._decode(kind_layout, row, vectors) for row in rows]
 
@@ -584,7 +687,10 @@ class PostgresBackend(Backend):
         statement = self._statement(key, build)
         params = [tenant_key(tenant), *compiler.params, *([limit] if limit is not None else [])]
         with self._errors(f"reading {kind} records"), self._connection() as conn:
-            rows = conn.cursor(binary=True).execute(statement, params).fetchall()
+            cursor = conn.cursor(binary=True)
+            with self._tenant_scope(conn, tenant):
+                cursor.execute(statement, params)
+            rows = cursor.fetchall()
         return [_field_values(kind_layout, fields, row) for row in rows]
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
@@ -607,9 +713,10 @@ class PostgresBackend(Backend):
         compiler = FilterCompiler(kind_layout)
         statement = sql.SQL(template).format(self._table(kind_layout), compiler.where(where))
         reading = template.startswith("SELECT")
-        context = self._connection() if reading else self._transaction()
-        with self._errors(f"{template.split()[0].lower()} of {kind} records"), context as conn:
-            cursor = conn.execute(statement, [tenant_key(tenant), *compiler.params])
+        with self._errors(f"{template.split()[0].lower()} of {kind} records"), self._connection() as conn:
+            cursor = conn.cursor()
+            with self._tenant_scope(conn, tenant, transaction=not reading):
+                cursor.execute(statement, [tenant_key(tenant), *compiler.params])
             if reading:
                 row = cursor.fetchone()
                 return int(row[0]) if row else 0
@@ -676,12 +783,13 @@ class PostgresBackend(Backend):
         params = [vector, tenant_key(tenant), *compiler.params, vector, k if exact else k + 1]
         with self._errors(f"searching {kind} records"), self._connection() as conn:
             cursor = conn.cursor(binary=not explain)
-            if settings is None:
-                cursor.execute(statement, params)
-            else:
-                with conn.pipeline(), conn.transaction():
-                    conn.execute(settings[0], settings[1])
+            with self._tenant_scope(conn, tenant):
+                if settings is None:
                     cursor.execute(statement, params)
+                else:
+                    with conn.pipeline(), conn.transaction():
+                        conn.execute(settings[0], settings[1])
+                        cursor.execute(statement, params)
             return cursor.fetchall()
 
     def _nearest_sql(self, kind_layout: KindLayout, metric: str, exact: bool, vectors: bool, explain: bool,
@@ -741,6 +849,14 @@ def _field_values(kind_layout: KindLayout, fields: Sequence[str], row: tuple[Any
             values.append(row[i])
             i += 1
     return tuple(values)
+
+
+def _by_tenant(rows: list[tuple[Any, ...]]) -> dict[str | None, list[tuple[Any, ...]]]:
+    """Encoded rows (`KindLayout.encode`: id, tenant, …) grouped by tenant, in order."""
+    groups: dict[str | None, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        groups.setdefault(row[1] or None, []).append(row)
+    return groups
 
 
 def _readable(conn: Connection) -> bool:

@@ -41,6 +41,10 @@ class PostgresOptions(BaseModel):
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     hnsw_ef_search: int = Field(40, ge=1, le=1000)
     iterative_scan: Literal["strict_order", "relaxed_order"] = "strict_order"
+    row_security: Literal["off", "on", "force"] = "off"
+    """`on`: every statement names its tenant to the tables' row-level security policies (created
+    on first use if this role owns the tables, see row_security.py); `force`: the owner is
+    subject to them too. A role they apply to cannot see or write another tenant's rows."""
     pool: Any = Field(None, exclude=True, repr=False)
 
     @field_validator("schema_name", "application_name")

@@ -174,6 +174,12 @@ def vector_dimension(conn: psycopg.Connection[tuple[object, ...]], names: Names,
     return None if typmod < 0 else typmod
 
 
+def _exists(conn: psycopg.Connection[tuple[object, ...]], names: Names, relation: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                       (sql.Identifier(names.schema, relation).as_string(conn),)).fetchone()
+    return bool(row and row[0])
+
+
 def ensure_vectors(conn: psycopg.Connection[tuple[object, ...]], names: Names, dimension: int,
                    metric: str, hnsw: tuple[int, int] | None) -> None:
     """Type every embedding column `vector(dimension)` and build the HNSW indexes (if `hnsw`)."""
@@ -189,11 +195,12 @@ def ensure_vectors(conn: psycopg.Connection[tuple[object, ...]], names: Names, d
                 elif current != dimension:
                     raise SchemaMismatch(
                         f"the embedding columns of this store are {current}-dimensional, not {dimension}")
-                if hnsw is None:
-                    continue
+                index_name = kind_layout.table + "_hnsw"
+                if hnsw is None or _exists(conn, names, index_name):
+                    continue  # and a role that does not own the table may not even CREATE INDEX IF NOT EXISTS
                 index = sql.SQL("IF NOT EXISTS {} ON {} USING hnsw (embedding {}) WITH (m = {}, "
                                 "ef_construction = {})").format(
-                    sql.Identifier(kind_layout.table + "_hnsw"), table,
+                    sql.Identifier(index_name), table,
                     sql.Identifier(names.vector_schema, OPCLASSES[metric]),
                     sql.Literal(hnsw[0]), sql.Literal(hnsw[1]))
                 empty = conn.execute(sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {} WHERE embedding IS NOT NULL)").format(
