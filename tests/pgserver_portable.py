@@ -13,6 +13,7 @@ import hashlib
 import re
 import subprocess
 import tarfile
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,13 @@ def crashes(server: Any) -> bool:
         server.psql(PROBE)
         return False
     except subprocess.CalledProcessError as exc:
-        tail = log.read_bytes()[before:].decode(errors="replace") if log.exists() else ""
+        # psql sees the connection drop before the postmaster logs why: wait for the reason.
+        tail = ""
+        for _ in range(100):
+            tail = log.read_bytes()[before:].decode(errors="replace") if log.exists() else ""
+            if "terminated by signal" in tail:
+                break
+            time.sleep(0.1)
         if re.search(r"signal 4|Illegal instruction", tail):
             return True
         raise RuntimeError(f"the pgvector probe failed on the test server:\n{tail[-3000:]}") from exc
