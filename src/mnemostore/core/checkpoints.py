@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .collection import Collection, _check_ids
+from .collection import Collection, check_ids
 from .errors import NotFound, ValidationError
 from .filters import Expr, F
 from .records import Checkpoint
@@ -88,7 +88,7 @@ class Checkpoints(Collection[Checkpoint]):
     @staticmethod
     def _parent_ids(parent: Any) -> list[str]:
         ids = [parent] if isinstance(parent, str) else list(parent)
-        _check_ids(ids, "parent")
+        check_ids(ids, "parent")
         return ids
 
     @staticmethod

@@ -77,7 +77,7 @@ class Collection(Generic[R]):
     def update(self, id: str, set: Mapping[str, Any] | None = None,
                inc: Mapping[str, int | float] | None = None) -> R:
         """Atomically set fields and increment counters of one record; NotFound if absent."""
-        _check_ids([id], "id")
+        check_ids([id], "id")
         changes = self._store._check_update(self.record_cls, set or {}, inc or {})
         updated = self._store._backend_call(
             "update", self.kind, self._store.tenant, id, changes, dict(inc or {}))
@@ -95,14 +95,14 @@ class Collection(Generic[R]):
         if isinstance(ids, str):
             ids = [ids]
         if ids is not None:
-            _check_ids(ids, "ids")
+            check_ids(ids, "ids")
         expr = all_of(F.id.in_(ids) if ids is not None else None, self._bind(where))
         return int(self._store._backend_call("delete", self.kind, self._store.tenant, expr))
 
     # reading ------------------------------------------------------------------
     def get(self, id: str) -> R | None:
         """The record with this id, or None."""
-        _check_ids((id,), "ids")
+        check_ids((id,), "ids")
         found = self._store._backend_call("get", self.kind, self._store.tenant, [id], True)
         return cast(R, found[0]) if found else None
 
@@ -116,7 +116,7 @@ class Collection(Generic[R]):
         """Records with these ids, in the order asked, missing ones left out."""
         if isinstance(ids, str):
             ids = [ids]
-        _check_ids(ids, "ids")
+        check_ids(ids, "ids")
         if not ids:
             return []
         found = self._store._backend_call("get", self.kind, self._store.tenant, list(dict.fromkeys(ids)), vectors)
@@ -206,7 +206,7 @@ class AntiPatterns(Collection[Any]):
         return self.update(id, set={"last_seen": utcnow()}, inc={"occurrence_count": 1})
 
 
-def _check_ids(ids: Any, field: str) -> None:
+def check_ids(ids: Any, field: str) -> None:
     """Ids are strings: anything else is rejected here, before a backend maps it to a key."""
     if not isinstance(ids, Sequence | set | frozenset) or isinstance(ids, bytes):
         raise ValidationError.one(field, f"must be a list of string ids, not {type(ids).__name__}")
