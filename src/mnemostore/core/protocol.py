@@ -20,7 +20,7 @@ from .codec import trusted_record
 from .errors import UnsupportedCapability, ValidationError
 from .filters import Expr, F
 from .jsonvalues import INT64_MAX
-from .records import Record
+from .records import Checkpoint, Record
 
 if TYPE_CHECKING:
     from ..migrations.locking import MigrationLock
@@ -41,6 +41,8 @@ class OrderKey(NamedTuple):
 
 ID_ORDER = OrderKey("id")
 """The tie-breaker core appends to every ordering, so pagination is stable."""
+LATEST_CHECKPOINT_ORDER = (OrderKey("sequence", True), OrderKey("created_at", True), ID_ORDER)
+"""A run's checkpoints newest first: the first is the run's latest, the default parent of the next."""
 
 
 class Hit(NamedTuple):
@@ -183,6 +185,23 @@ class Backend(ABC):
         records = self.query(kind, tenant, where, order, limit, False)
         return [tuple(getattr(record, name) for name in fields) for record in records]
 
+    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
+        """Write `record` (parent_ids empty, sequence 0) as the child of the latest checkpoint of its
+        tenant, run and branch, as `link_parent` links it, or as a root if there is none; return
+        it as written: `checkpoints.save` with its default parent.
+
+        Core always passes `latest`, the bound filter `run_id == record.run_id AND branch_id ==
+        record.branch_id`, and `order`, `LATEST_CHECKPOINT_ORDER`: the latest is the first
+        record they select. They are given so a backend can compile them as it compiles any
+        query; one with its own equivalent (a stored function, say) may ignore them. The default
+        looks the parent up with `query_values`, then puts: two calls, and two saves racing on
+        one run and branch may take the same parent. Override to look up and write in one round
+        trip, and to serialise racing appends if the engine can."""
+        found = self.query_values("checkpoint", record.tenant_id, latest, order, 1, ("id", "sequence"))
+        linked = link_parent(record, found[0] if found else None)
+        self.put("checkpoint", [linked])
+        return linked
+
     def search(
         self,
         kind: str,
@@ -251,3 +270,15 @@ def apply_update(record: Record, set: Mapping[str, Any], inc: Mapping[str, int |
         if data[name] > INT64_MAX:
             raise ValidationError.one(f"inc.{name}", "the counter would exceed a 64-bit integer")
     return trusted_record(type(record), data)
+
+
+def link_parent(record: Checkpoint, parent: tuple[str, int] | None) -> Checkpoint:
+    """`record` as the child of `parent` (its id and sequence): `parent_ids` [that id] and
+    `sequence` one past its own; as a root (no parents, sequence 0) if `parent` is None."""
+    parent_id, sequence = (None, -1) if parent is None else parent
+    if sequence >= INT64_MAX:
+        raise ValidationError.one("sequence", f"would exceed a 64-bit integer (the parent's is {sequence})")
+    data = {**record.__dict__, "parent_ids": [] if parent_id is None else [parent_id], "sequence": sequence + 1}
+    linked = trusted_record(type(record), data)
+    assert isinstance(linked, Checkpoint)
+    return linked

@@ -29,12 +29,12 @@ from ...core.errors import (
     ValidationError,
 )
 from ...core.filters import Expr
-from ...core.protocol import Backend, Hit, OrderKey
-from ...core.records import Record
+from ...core.protocol import Backend, Hit, OrderKey, link_parent
+from ...core.records import Checkpoint, Record
 from ...core.vectors import Vector
 from ...migrations.ledger import LEDGER_KEY
 from ...migrations.model import LayoutMigration
-from .layout import JsonbBytes, KindLayout, layout, tenant_key
+from .layout import JsonbBytes, KindLayout, decode_doc, layout, tenant_key
 from .migrations import HISTORY, NEWEST_LAYOUT_VERSION
 from .options import PostgresOptions
 
@@ -52,6 +52,9 @@ COPY_THRESHOLD = 64
 """Batches at least this large go through binary COPY; smaller ones through executemany."""
 _OPERATORS = {"cosine": "<=>", "dot": "<#>", "l2": "<->"}
 _TYPE_OIDS = {str: 25, int: 20, float: 701, bool: 16}
+_TEXT_ARRAY_OID = 1009
+_TYPE_NAMES = {25: "text", 20: "bigint", 701: "double precision", 16: "boolean", 17: "bytea", 3802: "jsonb",
+               _TEXT_ARRAY_OID: "text[]"}
 STATEMENT_CACHE_SIZE = 512
 """Rendered statements kept per store (one per kind, statement and filter shape); past that
 the cache starts again (a program cycling through more filter shapes only renders again)."""
@@ -487,6 +490,8 @@ class PostgresBackend(Backend):
                         if name is not None:
                             name(tenant)
                         self._copy_upsert(conn, kind_layout, batch, direct=not self._row_security_active)
+            elif len(rows) == 1 and name is None:  # one statement: atomic without BEGIN and COMMIT
+                conn.execute(self._statement(("upsert", kind), lambda: self._upsert_sql(kind_layout)), rows[0])
             else:  # BEGIN, the upserts and COMMIT in one round trip
                 statement = self._statement(("upsert", kind), lambda: self._upsert_sql(kind_layout))
                 with conn.pipeline(), conn.transaction():
@@ -521,10 +526,67 @@ class PostgresBackend(Backend):
         return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO UPDATE SET {}").format(
             self._table(kind_layout), names, source, updates)
 
+    # checkpoints -----------------------------------------------------------------------
+    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
+        """The parent lookup and the write in one statement: an INSERT … SELECT whose parent comes
+        from the layout's `checkpoint_latest` function (migrations.py), which takes an advisory
+        lock on the record's (tenant, run, branch) for the transaction and then reads the latest
+        checkpoint with a fresh snapshot: racing saves to one run and branch queue up, and each
+        links to the one committed before it. The function's query is what core's `latest` and
+        `order` select (tested against `LATEST_CHECKPOINT_ORDER`), so they are not compiled here."""
+        import psycopg
+
+        self._ensure_vectors()
+        kind_layout = self._layout("checkpoint")
+        statement = self._statement(("append",), lambda: self._append_sql(kind_layout))
+        tenant = tenant_key(record.tenant_id)
+        lock = self.names.append_lock_key(tenant, record.run_id, record.branch_id)
+        params = [tenant, record.run_id, record.branch_id, lock, *kind_layout.encode(record)]
+        with self._errors(f"writing checkpoint {record.id!r}"), self._connection() as conn:
+            cursor = conn.cursor(binary=True)
+            try:
+                with self._tenant_scope(conn, record.tenant_id):
+                    cursor.execute(statement, params)
+            except psycopg.errors.NumericValueOutOfRange:
+                raise ValidationError.one(
+                    "sequence", f"would exceed a 64-bit integer (the latest of run {record.run_id!r} is at the "
+                                "limit)") from None
+            parent = cursor.fetchone()
+        assert parent is not None
+        return link_parent(record, None if parent[0] is None else (parent[0], parent[1]))
+
+    def _append_sql(self, kind_layout: KindLayout) -> sql.Composable:
+        """`put`'s upsert of one checkpoint from a SELECT whose `sequence` and `parent_ids` come from
+        the CTE `latest` (the `checkpoint_latest` function's row) if it has one; returns that
+        parent's id and sequence (NULLs for a root)."""
+        from psycopg import sql
+
+        values: list[sql.Composable] = []
+        for column, type_ in zip(kind_layout.write_columns, self._column_types(kind_layout), strict=True):
+            value = sql.SQL("%s::{}").format(type_)
+            if column == "sequence":
+                value = sql.SQL("coalesce((SELECT sequence + 1 FROM latest), {})").format(value)
+            elif column == "parent_ids":
+                value = sql.SQL("coalesce((SELECT ARRAY[id] FROM latest), {})").format(value)
+            values.append(value)
+        insert = self._upsert_sql(kind_layout, sql.SQL("SELECT {}").format(sql.SQL(", ").join(values)))
+        function = self.names.table(self.names.prefix + "checkpoint_latest")
+        return sql.SQL("WITH latest AS (SELECT id, sequence FROM {}(%s, %s, %s, %s)) {} "
+                       "RETURNING (SELECT id FROM latest), (SELECT sequence FROM latest)").format(function, insert)
+
+    def _column_types(self, kind_layout: KindLayout) -> list[sql.Composable]:
+        """The SQL types of `write_columns`, for casts: the names of `_copy_types`' OIDs."""
+        from psycopg import sql
+
+        vector = sql.Identifier(self.names.vector_schema, "vector")
+        oids = self._copy_types(kind_layout)
+        return [vector if oid == self._vector_oid else sql.SQL(_TYPE_NAMES[oid]) for oid in oids]
+
     def _copy_types(self, kind_layout: KindLayout) -> list[int]:
         oids = [25, 25]
         oids += [_TYPE_OIDS.get(kind_layout.types[name], 20) for name in kind_layout.fields]
         oids += [20] * len(kind_layout.datetimes)
+        oids += [_TEXT_ARRAY_OID] * len(kind_layout.lists)
         return [*oids, 17, 3802, self._vector_oid]
 
     def _copy_upsert(self, conn: Connection, kind_layout: KindLayout, rows: list[tuple[Any, ...]],
@@ -576,8 +638,8 @@ class PostgresBackend(Backend):
                 for column, stored in kind_layout.field_values(name, value):
                     assignments.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
                     params.append(stored)
-            elif name == "embedding":
-                assignments.append(sql.SQL("embedding = %s"))
+            elif name == "embedding" or name in kind_layout.lists:
+                assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
                 params.append(value)
             else:
                 doc_changes[name] = value
@@ -591,12 +653,18 @@ class PostgresBackend(Backend):
             try:
                 with self._tenant_scope(conn, tenant, transaction=True):
                     if doc_changes:
-                        row = conn.execute(sql.SQL("SELECT doc FROM {} WHERE tenant = %s AND id = %s FOR UPDATE")
-                                           .format(table), key).fetchone()
+                        lists = [sql.Identifier(name) for name in kind_layout.lists]
+                        row = conn.execute(sql.SQL("SELECT {} FROM {} WHERE tenant = %s AND id = %s FOR UPDATE")
+                                           .format(sql.SQL(", ").join([sql.Identifier("doc"), *lists]), table),
+                                           key).fetchone()
                         if row is None:
                             return None
-                        data = orjson.loads(row[0])
+                        data = decode_doc(row[0])
                         data.update(doc_changes)
+                        for name, stored in zip(kind_layout.lists, row[1:], strict=True):
+                            if stored is None and name not in set:  # a row from before layout 3: move it
+                                assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
+                                params.append(data.get(name, []))
                         assignments.append(sql.SQL("doc = %s"))
                         params.append(kind_layout.encode_doc(data))
                         if "metadata" in doc_changes:

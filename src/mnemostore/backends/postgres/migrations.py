@@ -17,6 +17,8 @@ the `index` option, so `schema.ensure_vectors` still does that on first use.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...migrations.model import LayoutMigration
 
 _TEXT = 'text COLLATE "C"'
@@ -117,6 +119,60 @@ _SCOPE_INDEXES = LayoutMigration(
     ),
 )
 
-HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _SCOPE_INDEXES)
+
+def _uncompress_documents(backend: Any) -> None:
+    """Down from layout 3 (a function: SQL cannot inflate zlib): every compressed document (one
+    not starting with `{`, byte 123) is rewritten as plain orjson, a checkpoint's `parent_ids`
+    column is moved back into its document, then the layout 2 columns and storage are restored,
+    all in one transaction. (The checksum covers this source: the statements are all here.)"""
+    import orjson
+
+    from .layout import decode_doc
+
+    names = backend.names
+    with backend._transaction() as conn:
+        conn.execute("SET LOCAL statement_timeout = 0")
+        for kind in _KINDS:
+            lists = kind == "checkpoint"
+            columns, where = ("doc, parent_ids", " OR parent_ids IS NOT NULL") if lists else ("doc", "")
+            table = f"{{schema}}.{{name[{kind}]}}"
+            select = f"SELECT tenant, id, {columns} FROM {table} WHERE get_byte(doc, 0) <> 123{where}"
+            update = names.render(f"UPDATE {table} SET doc = %s WHERE tenant = %s AND id = %s")
+            for row in conn.execute(names.render(select)).fetchall():
+                data = decode_doc(row[2])
+                if lists and row[3] is not None:
+                    data["parent_ids"] = row[3]
+                conn.execute(update, (orjson.dumps(data), row[0], row[1]))
+            conn.execute(names.render(f"ALTER TABLE {table} ALTER COLUMN doc SET STORAGE EXTENDED"))
+        conn.execute(names.render("ALTER TABLE {schema}.{name[checkpoint]} DROP COLUMN parent_ids"))
+        conn.execute(names.render("DROP FUNCTION {schema}.{name[checkpoint_latest]}(text, text, text, bigint)"))
+        conn.execute(names.render(_set_layout_version(2)))
+
+
+_COMPRESSED_DOCS = LayoutMigration(
+    "postgres.0003_compressed_docs",
+    backend="postgres",
+    description="documents of 2 KB or more are stored zlib-compressed by the client, in columns whose storage "
+                "is EXTERNAL (no pglz on top); a checkpoint's parent_ids gets a text[] column and a function "
+                "reads a run's latest checkpoint under a lock, so a save with the default parent is one INSERT "
+                "that fills both in (rows from before keep parent_ids in the document)",
+    up=(
+        "ALTER TABLE {schema}.{name[checkpoint]} ADD COLUMN IF NOT EXISTS parent_ids text[]",
+        *(f"ALTER TABLE {{schema}}.{{name[{kind}]}} ALTER COLUMN doc SET STORAGE EXTERNAL" for kind in _KINDS),
+        # The latest checkpoint of a run and branch (core's LATEST_CHECKPOINT_ORDER), read after
+        # an advisory lock taken for the caller's transaction: a VOLATILE function's queries take
+        # a new snapshot (READ COMMITTED), so it sees a racing save that held the lock before it.
+        "CREATE OR REPLACE FUNCTION {schema}.{name[checkpoint_latest]}(tenant_ text, run_ text, branch_ text, "
+        "lock_ bigint) RETURNS TABLE (id text, sequence bigint) LANGUAGE plpgsql VOLATILE AS $$ BEGIN "
+        "PERFORM pg_advisory_xact_lock(lock_); "
+        "RETURN QUERY SELECT c.id, c.sequence FROM {schema}.{name[checkpoint]} c "
+        "WHERE c.tenant = tenant_ AND c.run_id = run_ AND c.branch_id = branch_ "
+        "ORDER BY c.sequence DESC, c.created_at DESC, c.id ASC LIMIT 1; END $$",
+        _set_layout_version(3),
+    ),
+    down=_uncompress_documents,
+)
+
+HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _SCOPE_INDEXES, _COMPRESSED_DOCS)
 NEWEST_LAYOUT_VERSION = len(HISTORY)
 """The `layout_version` the newest step sets; a store with a larger one is refused."""

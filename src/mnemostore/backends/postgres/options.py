@@ -38,8 +38,11 @@ class PostgresOptions(BaseModel):
     application_name: str = Field("mnemostore", max_length=63)
     index: Literal["exact", "hnsw"] = "hnsw"
     hnsw_m: int = Field(16, ge=2, le=100)
-    hnsw_ef_construction: int = Field(64, ge=4, le=1000)
-    hnsw_ef_search: int = Field(40, ge=1, le=1000)
+    hnsw_ef_construction: int = Field(128, ge=4, le=1000)
+    """Twice pgvector's 64: on 100,000 clustered 384-dim vectors recall@10 at ef_search 40 went
+    from 0.80-0.87 to 0.96-0.98, for a build ~1.8x as long (docs/backends/postgres.md)."""
+    hnsw_ef_search: int = Field(60, ge=1, le=1000)
+    """Above pgvector's 40: recall@10 0.98 there (with ef_construction 128) at ~0.3 ms more."""
     iterative_scan: Literal["strict_order", "relaxed_order"] = "strict_order"
     row_security: Literal["off", "on", "force"] = "off"
     """`on`: every statement names its tenant to the tables' row-level security policies (created

@@ -65,6 +65,10 @@ class Names:
         migration writes records, and a first write may type the vector columns under that one."""
         return self._key("mnemostore-migrate")
 
+    def append_lock_key(self, tenant: str, run_id: str, branch: str) -> int:
+        """Advisory lock key serialising default-parent saves to one run and branch of this store."""
+        return self._key(f"append\x00{tenant}\x00{run_id}\x00{branch}")
+
     def placeholders(self) -> dict[str, object]:
         """What layout statement templates may name: `{schema}`, `{vector_schema}` and
         `{name[outcome]}` (the prefixed object name), each a quoted identifier."""

@@ -14,8 +14,8 @@ from ...core import codec
 from ...core.capabilities import Capability
 from ...core.errors import ConfigError, StoreClosed, StoreTooNew
 from ...core.filters import Expr
-from ...core.protocol import Backend, Hit, OrderKey, apply_update
-from ...core.records import Record
+from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
+from ...core.records import Checkpoint, Record
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...core.vectorsearch import prepare_query
@@ -222,14 +222,21 @@ class SQLiteBackend(Backend):
         layout = LAYOUTS[kind]
         if any(layout.fields.get(name) not in _PLAIN_TYPES for name in fields):
             return super().query_values(kind, tenant, where, order, limit, fields)
-        condition, params = where_sql(layout, where)
-        sql = (f"SELECT {', '.join(layout.column(name) for name in fields)} FROM {layout.table} "
-               f"WHERE tenant = ? AND {condition} ORDER BY {order_sql(layout, order)}")
-        args: list[Any] = [tenant_key(tenant), *params]
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
+        sql, args = _values_sql(layout, tenant, where, order, limit, fields)
         return self.db.read_one(lambda conn: conn.execute(sql, args).fetchall())
+
+    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
+        """Look the parent up and write the child in one write transaction, so racing saves on
+        one run and branch are serialised by SQLite's write lock and each takes the one before."""
+        sql, args = _values_sql(LAYOUTS["checkpoint"], record.tenant_id, latest, order, 1, ("id", "sequence"))
+        encode, insert = self._encoders["checkpoint"], self._insert_sql["checkpoint"]
+
+        def work(conn: sqlite3.Connection) -> Checkpoint:
+            linked = link_parent(record, conn.execute(sql, args).fetchone())
+            conn.execute(insert, encode(linked))
+            return linked
+
+        return self.db.write(work)
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         layout = LAYOUTS[kind]
@@ -361,3 +368,16 @@ def _records_by_seq(conn: sqlite3.Connection, kind: str, layout: Layout, seqs: l
         args = [orjson.dumps(seqs).decode()]
     decode = codec.decode
     return {seq: decode(kind, doc, vec) for seq, doc, vec in conn.execute(sql, args)}
+
+
+def _values_sql(layout: Layout, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+                limit: int | None, fields: Sequence[str]) -> tuple[str, list[Any]]:
+    """SELECT of the fields' own columns for `query_values`, with its arguments."""
+    condition, params = where_sql(layout, where)
+    sql = (f"SELECT {', '.join(layout.column(name) for name in fields)} FROM {layout.table} "
+           f"WHERE tenant = ? AND {condition} ORDER BY {order_sql(layout, order)}")
+    args: list[Any] = [tenant_key(tenant), *params]
+    if limit is not None:
+        sql += " LIMIT ?"
+        args.append(limit)
+    return sql, args

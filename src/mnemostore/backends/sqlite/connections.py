@@ -22,6 +22,16 @@ from ...core.errors import BackendError, ConfigError, StoreClosed
 T = TypeVar("T")
 
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_forks = 0
+"""How many forks made this process (0 in the original one): cheaper to compare than getpid."""
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
@@ -53,7 +63,7 @@ class Connections:
         )
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._forks = _forks
         self._closed = False
 
     def _connect(self) -> sqlite3.Connection:
@@ -80,14 +90,14 @@ class Connections:
         with self._lock:
             if self._closed:
                 raise StoreClosed(f"the SQLite store at {self.path} is closed")
-            if os.getpid() != self._pid:  # forked: the parent's connections are not ours to use
-                self._idle, self._pid = [], os.getpid()
+            if _forks != self._forks:  # forked: the parent's connections are not ours to use
+                self._idle, self._forks = [], _forks
             conn = self._idle.pop() if self._idle else None
         return self._connect() if conn is None else conn
 
     def _checkin(self, conn: sqlite3.Connection) -> None:
         with self._lock:
-            keep = not self._closed and os.getpid() == self._pid and not _busy_with(conn)
+            keep = not self._closed and _forks == self._forks and not _busy_with(conn)
             if keep:
                 self._idle.append(conn)
         if not keep:

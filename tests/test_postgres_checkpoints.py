@@ -1,0 +1,115 @@
+"""Postgres checkpoints beyond the suite: the one-statement save with the default parent under
+concurrent savers, and compressed documents as stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import closing
+
+import psycopg
+import pytest
+from psycopg_pool import ConnectionPool
+from tests import checkpoint_chains
+from tests.checkpoint_chains import assert_one_chain
+from tests.postgres_server import PostgresTestServer, postgres_server
+
+import mnemostore
+from mnemostore.backends.postgres import PostgresBackend
+from mnemostore.backends.postgres.layout import COMPRESS_AT, layout
+from mnemostore.backends.postgres.migrations import HISTORY
+from mnemostore.backends.postgres.sql_filters import order_by
+from mnemostore.core.errors import ValidationError
+from mnemostore.core.protocol import LATEST_CHECKPOINT_ORDER
+from mnemostore.core.records import Checkpoint
+from mnemostore.core.store import Store
+
+__all__ = ["postgres_server"]
+
+SAVERS = 6
+SAVES = 12
+
+
+@pytest.fixture
+def url(postgres_server: PostgresTestServer) -> str:
+    return postgres_server.url(pool_max_size=str(SAVERS))
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:
+    with mnemostore.open(url) as opened:
+        yield opened
+
+
+def save_concurrently(store: Store, run_of: Callable[[int], str]) -> list[Checkpoint]:
+    """SAVERS threads (one pooled connection each) saving SAVES checkpoints with the default parent."""
+    return checkpoint_chains.save_concurrently(store, run_of, SAVERS, SAVES)
+
+
+def test_concurrent_saves_to_one_run_form_one_chain(store: Store) -> None:
+    saved = save_concurrently(store, lambda worker: "shared")
+    assert len(saved) == SAVERS * SAVES
+    assert_one_chain(saved)
+    stored = store.checkpoints.history("shared")
+    assert stored == sorted(saved, key=lambda c: c.sequence)  # returned as written
+
+
+def test_concurrent_saves_to_separate_runs_each_link_their_own(store: Store) -> None:
+    saved = save_concurrently(store, lambda worker: f"run-{worker % 3}")
+    for run in ("run-0", "run-1", "run-2"):
+        assert_one_chain([c for c in saved if c.run_id == run])
+        assert_one_chain(store.checkpoints.history(run))
+
+
+def test_default_parent_is_per_branch_and_per_tenant(url: str) -> None:
+    with mnemostore.open(url) as default, mnemostore.open(url, tenant="acme") as acme:
+        root = default.checkpoints.save("run", {"n": 0})
+        other = acme.checkpoints.save("run", {"n": 0})
+        side = default.checkpoints.save("run", {"n": 1}, branch="side")
+        child = default.checkpoints.save("run", {"n": 2})
+        theirs = acme.checkpoints.save("run", {"n": 1})
+    assert (other.parent_ids, other.sequence) == ([], 0)
+    assert (side.parent_ids, side.sequence) == ([], 0)
+    assert (child.parent_ids, child.sequence) == ([root.id], 1)
+    assert (theirs.parent_ids, theirs.sequence, theirs.tenant_id) == ([other.id], 1, "acme")
+
+
+def test_default_parent_past_the_largest_sequence_is_refused(store: Store) -> None:
+    last = store.checkpoints.add(run_id="run", state={}, sequence=2**63 - 1)
+    with pytest.raises(ValidationError, match="sequence"):
+        store.checkpoints.save("run", {})
+    assert store.checkpoints.latest("run") == last
+
+
+def test_large_documents_are_compressed_and_small_ones_plain(store: Store, url: str) -> None:
+    state = {"messages": [f"turn {i}: " + "the same words again " * 10 for i in range(500)]}
+    large = store.checkpoints.save("run", state)
+    small = store.checkpoints.save("run", {"n": 1})
+    schema = url.rsplit("schema=", 1)[1].split("&")[0]
+    with closing(psycopg.connect(url.split("?")[0] + "?" + url.split("?")[1].split("&")[0])) as conn:
+        rows = dict(conn.execute(f'SELECT id, doc FROM "{schema}".mnemo_checkpoint').fetchall())
+        storage = conn.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = %s::regclass "
+                               "AND attname = 'doc'", (f'"{schema}".mnemo_checkpoint',)).fetchone()
+    assert rows[large.id][:1] != b"{" and len(rows[large.id]) < COMPRESS_AT * 4
+    assert rows[small.id][:1] == b"{"
+    assert storage == ("e",)  # EXTERNAL: no pglz over the compressed document
+    assert store.checkpoints.get(large.id) == large and store.checkpoints.get(small.id) == small
+
+
+def test_concurrent_saves_through_a_borrowed_pool_form_one_chain(store: Store, url: str) -> None:
+    """A borrowed pool's connections are not in autocommit: the save runs in their transaction."""
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    with ConnectionPool(backend.conninfo(), min_size=SAVERS, max_size=SAVERS, open=True) as pool:
+        with mnemostore.open(url, pool=pool) as borrowed:
+            saved = save_concurrently(borrowed, lambda worker: "borrowed")
+        with pool.connection() as conn:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert_one_chain(saved)
+
+
+def test_the_latest_function_orders_as_core_defines_the_latest() -> None:
+    """The layout's `checkpoint_latest` function is frozen text: its ORDER BY must stay core's."""
+    function = next(statement for statement in HISTORY[2].sql() if "checkpoint_latest" in statement)
+    ordering = function.split("ORDER BY ", 1)[1].split(" LIMIT", 1)[0]
+    expected = order_by(layout("checkpoint", ""), LATEST_CHECKPOINT_ORDER).as_bytes(None).decode()
+    assert ordering.replace("c.", "") == expected.replace('"', "")
