@@ -208,15 +208,14 @@ class AntiPatterns(Collection[Any]):
 
 def check_ids(ids: Any, field: str) -> None:
     """Ids are strings: anything else is rejected here, before a backend maps it to a key."""
-    if not isinstance(ids, Sequence | set | frozenset) or isinstance(ids, bytes):
+    if type(ids) not in (list, tuple) and (not isinstance(ids, Sequence | set | frozenset)
+                                           or isinstance(ids, bytes)):
         raise ValidationError.one(field, f"must be a list of string ids, not {type(ids).__name__}")
     for i, value in enumerate(ids):
-        name = f"{field}[{i}]" if field == "ids" else field
-        if type(value) is not str:
-            raise ValidationError.one(name, f"an id is a string, not {type(value).__name__}")
-        problem = check_text(value)
+        problem = (f"an id is a string, not {type(value).__name__}" if type(value) is not str
+                   else check_text(value))
         if problem is not None:
-            raise ValidationError.one(name, problem)
+            raise ValidationError.one(f"{field}[{i}]" if field == "ids" else field, problem)
 
 
 def bind_where(record_cls: type[Record], where: Where) -> Expr | None:

@@ -15,6 +15,8 @@ def check_text(value: str) -> str | None:
     """Return why `value` cannot be stored as text, or None if it can."""
     if "\x00" in value:
         return "contains a NUL character (U+0000), which PostgreSQL and others cannot store"
+    if value.isascii():  # O(1) for str: no encode needed
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
