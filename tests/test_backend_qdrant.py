@@ -128,3 +128,57 @@ def test_search_reads_past_a_tie_group_larger_than_k(metric: str) -> None:
             assert [h.record.id for h in hits] == [rid for rid, _ in reference_search(written, base[0], k, metric)]
     finally:
         store.close()
+
+
+def test_point_ids_are_the_uuid5_of_tenant_and_id() -> None:
+    """Point ids stay `uuid5(namespace, "tenant\\0id")`, as stores written before the fast path hold them."""
+    from mnemostore.backends.qdrant.ids import _NAMESPACE, meta_point_id, point_id
+
+    namespace = uuid.UUID(bytes=_NAMESPACE)
+    for tenant in (None, "acme", "t\u00e9nant"):
+        for record_id in ("h00000001", "", "with space/and\u2603", "x" * 300):
+            assert point_id(tenant, record_id) == str(uuid.uuid5(namespace, f"{tenant or ''}\x00{record_id}"))
+    assert meta_point_id("params") == str(uuid.uuid5(namespace, "meta\x00params"))
+
+
+@pytest.mark.parametrize("server", [False, True])
+def test_built_points_equal_model_construct_and_serialise_alike(server: bool) -> None:
+    """`point_builder`'s points equal `PointStruct.model_construct`'s, field set included, and a server
+    client sends them alike (REST JSON and gRPC), so local and remote stores share one put path."""
+    from qdrant_client import models
+    from qdrant_client.conversions.conversion import RestToGrpc
+
+    from mnemostore.backends.qdrant.ids import point_id
+    from mnemostore.backends.qdrant.payload import encode
+    from mnemostore.backends.qdrant.points import point_builder
+
+    build = point_builder()
+    for record in (make("heuristic", 1, embedding=vectors(1, 8, seed=1)[0], metadata={"k": 1, "s": "v"}),
+                   make("outcome", 2, embedding=None)):
+        vector = {} if record.embedding is None else {
+            "embedding": record.embedding.tolist() if server else record.embedding}
+        args = (point_id(record.tenant_id, record.id), vector, encode(record))
+        ours, theirs = build(*args), models.PointStruct.model_construct(id=args[0], vector=args[1], payload=args[2])
+        assert ours == theirs and ours.model_fields_set == theirs.model_fields_set
+        assert ours.__pydantic_extra__ == theirs.__pydantic_extra__ and ours.__pydantic_private__ is None
+        if server:
+            assert models.PointsList(points=[ours]).model_dump_json() == \
+                models.PointsList(points=[theirs]).model_dump_json()
+            assert RestToGrpc.convert_point_struct(ours) == RestToGrpc.convert_point_struct(theirs)
+
+
+def test_a_strided_embedding_is_stored_as_its_own_values() -> None:
+    """An embedding given as a read-only strided view (no single buffer) reads back exactly."""
+    import numpy as np
+
+    matrix = vectors(8, 6, seed=3).T.copy()  # 6 x 8: a column is a strided view of 8 floats
+    column = matrix[:, 2]
+    column.setflags(write=False)
+    assert not column.flags.c_contiguous
+    store = mnemostore.open(f"qdrant://memory/{uuid.uuid4().hex}")
+    try:
+        store.heuristics.put([make("heuristic", 1, id="strided", embedding=column)])
+        got = store.heuristics.get("strided")
+        assert got.embedding is not None and got.embedding.tobytes() == np.ascontiguousarray(column).tobytes()
+    finally:
+        store.close()

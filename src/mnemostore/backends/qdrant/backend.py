@@ -15,7 +15,7 @@ rescores only near-ties exactly (`ranking.py`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -37,6 +37,7 @@ from .ids import meta_point_id, point_id
 from .layout import VECTOR, Layout
 from .options import QdrantOptions, parse_location
 from .ordered import Batch, delegable, order_value, ordered_page
+from .points import point_builder
 from .ranking import PAYLOAD as SEARCH_PAYLOAD
 from .ranking import Candidates, first_request
 
@@ -54,6 +55,12 @@ _COMMON = frozenset({
     Capability.FILTER_RANGE, Capability.FILTER_METADATA, Capability.VECTOR_COSINE, Capability.VECTOR_DOT,
     Capability.VECTOR_L2, Capability.VECTOR_FILTERED, Capability.LARGE_STATE,
 })
+
+
+def _request_bytes(point: models.PointStruct) -> int:
+    """About how many bytes `point` adds to an upsert request (its vector as JSON floats, generously)."""
+    payload = point.payload or {}
+    return len(payload[codec.DOC]) + 8 * (len(payload.get(codec.VEC, "")) + 64)
 
 
 class QdrantBackend(Backend):
@@ -201,31 +208,31 @@ class QdrantBackend(Backend):
             assert self._handle is not None
             present = self._handle.tenants.get(name)
             if present is not None:  # before writing: the set may over-state, never under-state
-                present.update(codec.tenant_value(r.tenant_id) for r in records)
-            for chunk in self._chunks(self._points(records), records):
+                present.update(map(codec.tenant_value, {r.tenant_id for r in records}))
+            limit = self.qdrant_options.batch_size
+            for start in range(0, len(records), limit):
+                self._upsert(name, records[start:start + limit])
+
+    def _upsert(self, name: str, records: Sequence[Record]) -> None:
+        """Upsert one batch of records, cut into requests of about MAX_REQUEST_BYTES. Its points are
+        built here and die on return, before the next batch's: a put holds one batch of points at a
+        time, so it neither fills the GC's oldest generation nor grows the heap with its size."""
+        points = self._points(records)
+        if len(points) > 1 and sum(map(_request_bytes, points)) > MAX_REQUEST_BYTES:
+            for chunk in chunks(points, len(points), MAX_REQUEST_BYTES, _request_bytes):
                 self._client.upsert(name, chunk)
+        else:
+            self._client.upsert(name, points)
 
-    def _points(self, records: Iterable[Record]) -> Iterator[models.PointStruct]:
-        """The records' points, built as the upserts consume them, not all up front: a point dies
-        once the engine has copied it, so a large put does not fill the GC's oldest generation."""
-        from qdrant_client import models
-
-        construct = models.PointStruct.model_construct
+    def _points(self, records: Sequence[Record]) -> list[models.PointStruct]:
+        """The records' points; a server needs JSON-ready floats, the local engine copies an array as it is."""
+        build = point_builder()
         server = self.location.mode == "server"
-        for record in records:
-            vector: dict[str, Any] = {}
-            if record.embedding is not None:
-                # the local engine copies an array as it is (np.array); a server needs JSON-ready floats
-                vector[VECTOR] = record.embedding.tolist() if server else record.embedding
-            # built from values core already validated: skip pydantic's per-float validation (~60 us a point)
-            yield construct(id=point_id(record.tenant_id, record.id), vector=vector, payload=codec.encode(record))
-
-    def _chunks(self, points: Iterable[models.PointStruct], records: Sequence[Record]) -> Iterator[list[Any]]:
-        """Upsert batches of at most `batch_size` points and about MAX_REQUEST_BYTES of payload."""
-        def size(point: Any) -> int:
-            return len(point.payload[codec.DOC]) + 8 * (len(point.payload.get(codec.VEC, "")) + 64)
-
-        return chunks(points, self.qdrant_options.batch_size, MAX_REQUEST_BYTES, size)
+        return [build(point_id(record.tenant_id, record.id),
+                      {} if record.embedding is None else {VECTOR: record.embedding.tolist() if server
+                                                           else record.embedding},
+                      codec.encode(record))
+                for record in records]
 
     def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                inc: Mapping[str, int | float]) -> Record | None:
@@ -238,7 +245,7 @@ class QdrantBackend(Backend):
                 return None
             record = apply_update(codec.decode(kind, found[0].payload or {}), set, inc)
             name = self.layout.ensure(kind, self.params)
-            self._client.upsert(name, list(self._points([record])))
+            self._client.upsert(name, self._points([record]))
             return record
 
     def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:

@@ -12,15 +12,18 @@ import hashlib
 import uuid
 
 _NAMESPACE = uuid.UUID("6f0c5b1e-4d2a-5c7e-9a43-2b8f1d6e0a57").bytes
+_NAMESPACED = hashlib.sha1(_NAMESPACE)
+"""SHA-1 state after the namespace: each id copies it instead of hashing the namespace again."""
+_VARIANT = {digit: format(int(digit, 16) & 0x3 | 0x8, "x") for digit in "0123456789abcdef"}
+"""A hex digit with its top two bits set to RFC 4122's variant (10)."""
 
 
 def _uuid5(name: str) -> str:
-    """`str(uuid.uuid5(namespace, name))`, without building UUID objects (5x faster; a hot path of put)."""
-    digest = bytearray(hashlib.sha1(_NAMESPACE + name.encode()).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50
-    digest[8] = (digest[8] & 0x3F) | 0x80
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """`str(uuid.uuid5(namespace, name))` from the hex digest, without UUID objects (a hot path of put)."""
+    sha = _NAMESPACED.copy()
+    sha.update(name.encode())
+    h = sha.hexdigest()
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
 
 def point_id(tenant: str | None, record_id: str) -> str:

@@ -57,8 +57,12 @@ def metadata_suffix(value: Any) -> str | None:
 def encode(record: Record) -> dict[str, Any]:
     """The payload of one record (a hot path of put: key names come from caches)."""
     payload: dict[str, Any] = {TENANT: record.tenant_id or "", DOC: codec.encode_document(record).decode()}
-    if record.embedding is not None:
-        payload[VEC] = binascii.b2a_base64(record.embedding.tobytes(), newline=False).decode("ascii")
+    embedding = record.embedding
+    if embedding is not None:
+        try:  # the array's own buffer, without copying it first (`tobytes`)
+            payload[VEC] = binascii.b2a_base64(embedding, newline=False).decode("ascii")
+        except ValueError:  # a strided view is not one buffer
+            payload[VEC] = binascii.b2a_base64(embedding.tobytes(), newline=False).decode("ascii")
     values = record.__dict__
     plain, instants = _field_keys(type(record))
     for name, key in plain:
