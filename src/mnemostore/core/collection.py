@@ -192,11 +192,12 @@ class Heuristics(Collection[Any]):
         """Count one more use of a heuristic (atomically) and refresh its confidence.
 
         The counters never lose an increment; `confidence` is then set to
-        success_count / occurrence_count from the counters this call produced.
+        success_count / occurrence_count from the counters this call produced (at most 1,
+        for counters written with more successes than occurrences).
         """
         inc = {"occurrence_count": 1, "success_count": 1 if success else 0}
         updated = self.update(id, set={"last_validated": utcnow()}, inc=inc)
-        confidence = updated.success_count / updated.occurrence_count
+        confidence = min(1.0, updated.success_count / updated.occurrence_count)
         return self.update(id, set={"confidence": confidence})
 
 
