@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 from mnemostore.backends.memory import MemoryBackend
 from mnemostore.core.filters import Expr, walk
-from mnemostore.core.protocol import Hit, OrderKey
-from mnemostore.core.records import Record
+from mnemostore.core.protocol import Backend, Hit, OrderKey
+from mnemostore.core.records import Checkpoint, Record
 from mnemostore.core.vectors import Vector
 
 
@@ -201,10 +201,17 @@ class UnstableSort(Broken):
         return found if limit is None else found[:limit]
 
 
+class RacingAppends(Broken):
+    bug = "a save with the default parent looks the latest up and writes it in two steps, unlocked: racing saves fork"
+
+    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
+        return Backend.append_checkpoint(self, record, latest, order)
+
+
 VARIANTS: tuple[type[Broken], ...] = (
     NotEqualDropsMissing, FilterAfterSearch, LostIncrements, DescendingIgnored, TenantLeak, OffsetsLost,
     PartialBatch, DeleteIgnoresFilter, CountIgnoresFilter, FloatsBecomeInts, LimitIgnored, EmbeddingsDropped,
-    L2Reversed, UpsertDuplicates, DropsMetadata, OneResultShort, UnstableSort,
+    L2Reversed, UpsertDuplicates, DropsMetadata, OneResultShort, UnstableSort, RacingAppends,
 )
 
 

@@ -1,16 +1,14 @@
-"""Postgres checkpoints beyond the suite: the one-statement save with the default parent under
-concurrent savers, and compressed documents as stored."""
+"""Postgres checkpoints beyond the suite: the one-statement save through a borrowed pool, its
+function's ordering, and compressed documents as stored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing
 
 import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
-from tests import checkpoint_chains
-from tests.checkpoint_chains import assert_one_chain
 from tests.postgres_server import PostgresTestServer, postgres_server
 
 import mnemostore
@@ -18,16 +16,11 @@ from mnemostore.backends.postgres import PostgresBackend
 from mnemostore.backends.postgres.layout import COMPRESS_AT, layout
 from mnemostore.backends.postgres.migrations import HISTORY
 from mnemostore.backends.postgres.sql_filters import order_by
-from mnemostore.core.errors import ValidationError
 from mnemostore.core.protocol import LATEST_CHECKPOINT_ORDER
-from mnemostore.core.records import Checkpoint
 from mnemostore.core.store import Store
+from mnemostore.testing.clauses.checkpoints import SAVERS, assert_one_chain, save_concurrently
 
 __all__ = ["postgres_server"]
-
-SAVERS = 6
-SAVES = 12
-
 
 @pytest.fixture
 def url(postgres_server: PostgresTestServer) -> str:
@@ -38,46 +31,6 @@ def url(postgres_server: PostgresTestServer) -> str:
 def store(url: str) -> Iterator[Store]:
     with mnemostore.open(url) as opened:
         yield opened
-
-
-def save_concurrently(store: Store, run_of: Callable[[int], str]) -> list[Checkpoint]:
-    """SAVERS threads (one pooled connection each) saving SAVES checkpoints with the default parent."""
-    return checkpoint_chains.save_concurrently(store, run_of, SAVERS, SAVES)
-
-
-def test_concurrent_saves_to_one_run_form_one_chain(store: Store) -> None:
-    saved = save_concurrently(store, lambda worker: "shared")
-    assert len(saved) == SAVERS * SAVES
-    assert_one_chain(saved)
-    stored = store.checkpoints.history("shared")
-    assert stored == sorted(saved, key=lambda c: c.sequence)  # returned as written
-
-
-def test_concurrent_saves_to_separate_runs_each_link_their_own(store: Store) -> None:
-    saved = save_concurrently(store, lambda worker: f"run-{worker % 3}")
-    for run in ("run-0", "run-1", "run-2"):
-        assert_one_chain([c for c in saved if c.run_id == run])
-        assert_one_chain(store.checkpoints.history(run))
-
-
-def test_default_parent_is_per_branch_and_per_tenant(url: str) -> None:
-    with mnemostore.open(url) as default, mnemostore.open(url, tenant="acme") as acme:
-        root = default.checkpoints.save("run", {"n": 0})
-        other = acme.checkpoints.save("run", {"n": 0})
-        side = default.checkpoints.save("run", {"n": 1}, branch="side")
-        child = default.checkpoints.save("run", {"n": 2})
-        theirs = acme.checkpoints.save("run", {"n": 1})
-    assert (other.parent_ids, other.sequence) == ([], 0)
-    assert (side.parent_ids, side.sequence) == ([], 0)
-    assert (child.parent_ids, child.sequence) == ([root.id], 1)
-    assert (theirs.parent_ids, theirs.sequence, theirs.tenant_id) == ([other.id], 1, "acme")
-
-
-def test_default_parent_past_the_largest_sequence_is_refused(store: Store) -> None:
-    last = store.checkpoints.add(run_id="run", state={}, sequence=2**63 - 1)
-    with pytest.raises(ValidationError, match="sequence"):
-        store.checkpoints.save("run", {})
-    assert store.checkpoints.latest("run") == last
 
 
 def test_large_documents_are_compressed_and_small_ones_plain(store: Store, url: str) -> None:

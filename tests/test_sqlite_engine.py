@@ -1,50 +1,11 @@
-"""SQLite engine behaviour beyond the suite: saves with the default parent serialised by the
-write lock, and the connection pool across a fork."""
+"""SQLite engine behaviour beyond the suite: the connection pool across a fork."""
 
 from __future__ import annotations
 
 import multiprocessing
 from pathlib import Path
-from typing import Any
-
-from tests.checkpoint_chains import assert_one_chain, save_concurrently
 
 import mnemostore
-
-PROCESSES = 3
-SAVES = 30
-
-
-def _save_steps(url: str, worker: int, saves: int, start: Any) -> None:
-    with mnemostore.open(url) as store:
-        start.wait()  # every process opened: the saves race
-        for step in range(saves):
-            store.checkpoints.save("shared", {"worker": worker, "step": step})
-
-
-def test_threads_saving_to_one_run_form_one_chain(tmp_path: Path) -> None:
-    with mnemostore.open(f"sqlite:///{tmp_path / 'store.db'}") as store:
-        saved = save_concurrently(store, lambda worker: "shared", savers=6, saves=SAVES)
-        assert_one_chain(saved)
-        assert store.checkpoints.history("shared") == sorted(saved, key=lambda c: c.sequence)
-
-
-def test_processes_saving_to_one_run_form_one_chain(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    with mnemostore.open(url):  # laid out before the writers race
-        pass
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(PROCESSES)
-    workers = [context.Process(target=_save_steps, args=(url, worker, SAVES, start)) for worker in range(PROCESSES)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(120)
-    assert [worker.exitcode for worker in workers] == [0] * PROCESSES
-    with mnemostore.open(url) as store:
-        history = store.checkpoints.history("shared")
-    assert len(history) == PROCESSES * SAVES
-    assert_one_chain(history)
 
 
 def _use_inherited_store(store: mnemostore.Store, parent_connections: set[int], result: multiprocessing.Queue) -> None:

@@ -15,7 +15,7 @@ from ..core.capabilities import Capability
 from ..core.filters import Expr, matches
 from ..core.protocol import Backend, Hit, OrderKey, apply_update
 from ..core.query import sort_records
-from ..core.records import Record
+from ..core.records import Checkpoint, Record
 from ..core.vectors import Vector
 from ..core.vectorsearch import scores, top_k
 from ..migrations.locking import MigrationLock, ProcessLock
@@ -48,6 +48,7 @@ class MemoryBackend(Backend):
         Capability.VECTOR_L2,
         Capability.VECTOR_FILTERED,
         Capability.LARGE_STATE,
+        Capability.CHECKPOINT_CHAIN,
     })
 
     def open(self) -> None:
@@ -91,6 +92,11 @@ class MemoryBackend(Backend):
         encoded = {(r.tenant_id, r.id): (codec.encode_document(r), codec.encode_vector(r)) for r in records}
         with self._data.lock:
             self._rows(kind).update(encoded)
+
+    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
+        """The default lookup and put, under the store's lock: racing saves form one chain."""
+        with self._data.lock:
+            return super().append_checkpoint(record, latest, order)
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
               limit: int | None, vectors: bool = True) -> list[Record]:

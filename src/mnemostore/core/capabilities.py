@@ -32,6 +32,9 @@ class Capability(StrEnum):
     """Filters are applied inside vector search: k results come back whenever k match."""
     LARGE_STATE = "large_state"
     """Checkpoint states of 5 MB and more are stored and read back."""
+    CHECKPOINT_CHAIN = "checkpoint.chain"
+    """Checkpoints saved at once with the default parent on one run and branch form one chain:
+    each links the one saved before it (`Backend.append_checkpoint` serialises them)."""
 
 
 VECTOR_METRICS: dict[str, Capability] = {

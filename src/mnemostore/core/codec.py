@@ -8,6 +8,7 @@ skips re-validation (it is a hot path).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import orjson
@@ -15,15 +16,9 @@ import orjson
 from .records import Record, record_type
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_DATETIME_FIELDS: dict[type[Record], tuple[str, ...]] = {}
-
-
+@cache
 def _datetime_fields(cls: type[Record]) -> tuple[str, ...]:
-    found = _DATETIME_FIELDS.get(cls)
-    if found is None:
-        found = tuple(name for name, t in cls.filterable.items() if t is datetime)
-        _DATETIME_FIELDS[cls] = found
-    return found
+    return tuple(name for name, t in cls.filterable.items() if t is datetime)
 
 
 def parse_datetimes(cls: type[Record], data: dict[str, Any]) -> dict[str, Any]:
@@ -54,15 +49,10 @@ def decode(kind: str, document: bytes | str, vector: bytes | None = None) -> Rec
     return trusted_record(cls, data)
 
 
-_FIELD_NAMES: dict[type[Record], frozenset[str]] = {}
-
-
+@cache
 def _field_names(cls: type[Record]) -> frozenset[str]:
     """The model's field names, cached: `model_fields` is a descriptor that costs ~1 us a read."""
-    found = _FIELD_NAMES.get(cls)
-    if found is None:
-        found = _FIELD_NAMES[cls] = frozenset(cls.model_fields)
-    return found
+    return frozenset(cls.model_fields)
 
 
 def trusted_record(cls: type[Record], data: dict[str, Any]) -> Record:

@@ -19,7 +19,7 @@ import orjson
 from .errors import ValidationError
 from .filters import Cmp, Expr, F, Field, Or, all_of
 from .protocol import ID_ORDER, OrderKey
-from .records import Record
+from .records import Checkpoint, Record
 
 
 def sort_records(records: list[Record], order: Sequence[OrderKey]) -> list[Record]:
@@ -107,3 +107,14 @@ def after(order: Sequence[OrderKey], values: Sequence[Any]) -> Expr:
         assert found is not None
         branches.append(found)
     return Or(tuple(branches))
+
+
+def parent_ref(checkpoints: list[Record], order: Sequence[OrderKey]) -> tuple[str, int] | None:
+    """(id, sequence) of the first of `checkpoints` in `order`, or None: the parent a backend's
+    `append_checkpoint` links when it selects a run's checkpoints itself."""
+    found = sort_records(checkpoints, order)
+    if not found:
+        return None
+    first = found[0]
+    assert isinstance(first, Checkpoint)
+    return first.id, first.sequence

@@ -107,6 +107,14 @@ def increments(store: Store, params: dict[str, Any]) -> None:
         store.heuristics.put([own_heuristic(worker, i)])
 
 
+def appends(store: Store, params: dict[str, Any]) -> None:
+    """Save `times` checkpoints with the default parent on the run `shared`."""
+    if not wait_for_go():
+        return
+    for step in range(params["times"]):
+        store.checkpoints.save("shared", {"worker": params["worker"], "step": step})
+
+
 def version_differences(got: Record | None, versions: list[Record]) -> list[list[str]]:
     """For each version, the fields in which `got` differs from it (an empty list: equal)."""
     if got is None:
@@ -184,6 +192,7 @@ def migrate(store: Store, params: dict[str, Any]) -> None:
 
 JOBS: dict[str, Callable[[Store, dict[str, Any]], None]] = {
     "increments": increments,
+    "appends": appends,
     "upserts": upserts,
     "crash-writer": crash_writer,
     "migrate": migrate,

@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from mnemostore import Backend, Capability, ConfigError, Hit, OrderKey, Record, StoreClosed
 from mnemostore.core import codec
 from mnemostore.core.filters import Expr, matches
-from mnemostore.core.protocol import apply_update
-from mnemostore.core.query import sort_records
-from mnemostore.core.records import KINDS
+from mnemostore.core.protocol import apply_update, link_parent
+from mnemostore.core.query import parent_ref, sort_records
+from mnemostore.core.records import KINDS, Checkpoint
 from mnemostore.core.vectorsearch import scores, top_k
 from mnemostore.migrations import FileLock, MigrationLock
 
@@ -115,6 +115,7 @@ class LMDBBackend(Backend):
         Capability.VECTOR_L2,
         Capability.VECTOR_FILTERED,
         Capability.LARGE_STATE,
+        Capability.CHECKPOINT_CHAIN,
     })
     options_model: ClassVar[type[BaseModel]] = LMDBOptions
     requires: ClassVar[tuple[str, ...]] = ("lmdb",)
@@ -220,6 +221,15 @@ class LMDBBackend(Backend):
             record = apply_update(_unpack(kind, bytes(value)), set, inc)
             txn.put(key, _pack(record))
         return record
+
+    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
+        """Look the parent up and write the child in one write transaction (LMDB has one writer at a
+        time): racing saves form one chain."""
+        with self.env.begin(db=self._dbs["checkpoint"], write=True) as txn:
+            linked = link_parent(record, parent_ref(list(self._scan(txn, "checkpoint", record.tenant_id, latest)),
+                                                    order))
+            txn.put(_key(linked.tenant_id, linked.id), _pack(linked))
+        return linked
 
     def search(self, kind: str, tenant: str | None, vector: Any, k: int, where: Expr | None,
                vectors: bool = True) -> list[Hit]:

@@ -33,9 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, ConfigError, SchemaMismatch, StoreClosed
 from ...core.filters import Expr, matches
-from ...core.protocol import Backend, Hit, OrderKey, apply_update
-from ...core.query import sort_records
-from ...core.records import KINDS, Record, record_type
+from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
+from ...core.query import parent_ref, sort_records
+from ...core.records import KINDS, Checkpoint, Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...core.vectorsearch import prepare_query, scores, top_k
@@ -95,6 +95,7 @@ class FileBackend(Backend):
         Capability.VECTOR_L2,
         Capability.VECTOR_FILTERED,
         Capability.LARGE_STATE,
+        Capability.CHECKPOINT_CHAIN,
     })
 
     def __init__(self, url: StoreURL, options: BaseModel) -> None:
@@ -314,6 +315,14 @@ class FileBackend(Backend):
             record = detached(apply_update(row.record, set, inc))
             self._append_put(state, [record])
             return detached(record)
+
+    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
+        """Look the parent up and append the child under the exclusive lock: racing saves, from
+        threads or processes, form one chain."""
+        with self._writing("checkpoint") as state:
+            linked = link_parent(record, parent_ref(state.index.select(record.tenant_id, latest), order))
+            self._append_put(state, [detached(linked)])
+        return linked
 
     def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
                vectors: bool = True) -> list[Hit]:

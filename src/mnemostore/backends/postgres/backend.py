@@ -78,6 +78,7 @@ class PostgresBackend(Backend):
         Capability.VECTOR_L2,
         Capability.VECTOR_FILTERED,
         Capability.LARGE_STATE,
+        Capability.CHECKPOINT_CHAIN,
     })
     options_model: ClassVar[type[PostgresOptions]] = PostgresOptions
     requires: ClassVar[tuple[str, ...]] = ("psycopg", "psycopg_pool")

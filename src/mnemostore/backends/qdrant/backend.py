@@ -218,11 +218,8 @@ class QdrantBackend(Backend):
         built here and die on return, before the next batch's: a put holds one batch of points at a
         time, so it neither fills the GC's oldest generation nor grows the heap with its size."""
         points = self._points(records)
-        if len(points) > 1 and sum(map(_request_bytes, points)) > MAX_REQUEST_BYTES:
-            for chunk in chunks(points, len(points), MAX_REQUEST_BYTES, _request_bytes):
-                self._client.upsert(name, chunk)
-        else:
-            self._client.upsert(name, points)
+        for chunk in chunks(points, len(points), MAX_REQUEST_BYTES, _request_bytes):
+            self._client.upsert(name, chunk)
 
     def _points(self, records: Sequence[Record]) -> list[models.PointStruct]:
         """The records' points; a server needs JSON-ready floats, the local engine copies an array as it is."""

@@ -86,6 +86,7 @@ class SQLiteBackend(Backend):
         Capability.VECTOR_L2,
         Capability.VECTOR_FILTERED,
         Capability.LARGE_STATE,
+        Capability.CHECKPOINT_CHAIN,
     })
     options_model: ClassVar[type[BaseModel]] = SQLiteOptions
     requires: ClassVar[tuple[str, ...]] = ("sqlite3",)

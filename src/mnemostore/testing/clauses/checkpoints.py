@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
+from ...core.capabilities import Capability
 from ...core.checkpoints import LATEST
 from ...core.errors import NotFound, ValidationError
+from ...core.records import Checkpoint
 from ...core.store import Store
 from ..factories import offset_time
+from ..requirements import requires, since
+from ..subprocesses import run_together
+
+SAVERS = 6
+SAVES = 10
+PROCESSES = 3
 
 
 class Message(BaseModel):
@@ -29,7 +40,80 @@ class AgentState(BaseModel):
     note: str | None = None
 
 
+def assert_one_chain(checkpoints: list[Checkpoint]) -> None:
+    """Sequences 0..n-1, each checkpoint the child of the one before it."""
+    ordered = sorted(checkpoints, key=lambda c: c.sequence)
+    assert [c.sequence for c in ordered] == list(range(len(ordered))), "two saves took the same parent"
+    assert [c.parent_ids for c in ordered] == [[], *[[c.id] for c in ordered[:-1]]]
+
+
+def save_concurrently(store: Store, run_of: Callable[[int], str], savers: int = SAVERS,
+                      saves: int = SAVES) -> list[Checkpoint]:
+    """`savers` threads, started together, each saving `saves` checkpoints with the default parent."""
+    saved: list[Checkpoint] = []
+    barrier = threading.Barrier(savers)
+
+    def saver(worker: int) -> None:
+        barrier.wait()
+        for step in range(saves):
+            saved.append(store.checkpoints.save(run_of(worker), {"worker": worker, "step": step}))
+
+    threads = [threading.Thread(target=saver, args=(worker,)) for worker in range(savers)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so a race shows in a backend that never waits on I/O
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    return saved
+
+
 class CheckpointClauses:
+    @since("1.2")
+    @requires(Capability.CHECKPOINT_CHAIN)
+    def test_threads_saving_with_the_default_parent_form_one_chain_per_run(self, store: Store) -> None:
+        saved = save_concurrently(store, lambda worker: "shared" if worker < SAVERS - 2 else "other")
+        assert len(saved) == SAVERS * SAVES
+        for run in ("shared", "other"):
+            mine = [c for c in saved if c.run_id == run]
+            assert_one_chain(mine)
+            assert store.checkpoints.history(run) == sorted(mine, key=lambda c: c.sequence)  # returned as written
+
+    @since("1.2")
+    def test_the_default_parent_is_the_latest_of_the_same_run_branch_and_tenant(
+            self, store: Store, open_store: Callable[..., Store]) -> None:
+        acme = open_store(tenant="acme")
+        root = store.checkpoints.save("run", {"n": 0})
+        other = acme.checkpoints.save("run", {"n": 0})
+        side = store.checkpoints.save("run", {"n": 1}, branch="side")
+        child = store.checkpoints.save("run", {"n": 2})
+        theirs = acme.checkpoints.save("run", {"n": 1})
+        assert (other.parent_ids, other.sequence) == ([], 0)
+        assert (side.parent_ids, side.sequence) == ([], 0)
+        assert (child.parent_ids, child.sequence) == ([root.id], 1)
+        assert (theirs.parent_ids, theirs.sequence, theirs.tenant_id) == ([other.id], 1, "acme")
+
+    @since("1.2")
+    def test_a_default_parent_at_the_largest_sequence_is_refused_and_nothing_written(self, store: Store) -> None:
+        last = store.checkpoints.add(run_id="run", state={}, sequence=2**63 - 1)
+        with pytest.raises(ValidationError, match="sequence"):
+            store.checkpoints.save("run", {})
+        assert store.checkpoints.latest("run") == last
+        assert store.checkpoints.count() == 1
+
+    @since("1.2")
+    @requires(Capability.CHECKPOINT_CHAIN, Capability.MULTI_PROCESS)
+    def test_processes_saving_with_the_default_parent_form_one_chain(
+            self, store: Store, store_url: str, store_options: dict[str, Any]) -> None:
+        run_together("appends", store_url, store_options,
+                     [{"worker": w, "times": SAVES} for w in range(PROCESSES)])
+        history = store.checkpoints.history("shared")
+        assert len(history) == PROCESSES * SAVES
+        assert_one_chain(history)
+
     def test_saves_chain_parents_and_sequences(self, store: Store) -> None:
         cps = store.checkpoints
         first = cps.save("run", {"step": 1}, node_id="plan")
