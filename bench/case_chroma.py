@@ -12,9 +12,7 @@ directory (embedded), or a raw `HttpClient` on the same server (HTTP).
 from __future__ import annotations
 
 import shutil
-import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,7 @@ import numpy as np
 import orjson
 from case_search import numpy_top_k
 from data import AGENTS, heuristic_dicts, unit_vectors
-from harness import Results, Row, median, timed
+from harness import Results, Row, interleaved_per_call, median, timed
 
 import mnemostore
 from mnemostore.backends.chroma.options import ChromaOptions
@@ -290,19 +288,6 @@ def _bench_search(results: Results, mode: Mode, vectors: np.ndarray, repeat: int
     results.add(row)
     results.add(Row(f"{label}, agent filter (10%)", m["ours_f"], m["raw_f"],
                     baseline_name="collection.query, where agent"))
-
-
-def interleaved_per_call(fns: dict[str, Callable[[int], object]], calls: int) -> dict[str, float]:
-    """Median seconds of each `fn(i)` over `calls` calls, the functions taking turns call by call:
-    on a shared machine load comes and goes within a second, and a block of one function's calls
-    then the other's would each catch a different load."""
-    samples: dict[str, list[float]] = {key: [] for key in fns}
-    for i in range(calls):
-        for key, fn in fns.items():
-            start = time.perf_counter()
-            fn(i)
-            samples[key].append(time.perf_counter() - start)
-    return {key: statistics.median(values) for key, values in samples.items()}
 
 
 def _recall(found: list[list[str]], truth: list[list[str]]) -> float:

@@ -1,33 +1,41 @@
-"""LangGraph checkpoints through `MnemostoreSaver` vs LangGraph's own `SqliteSaver` and `PostgresSaver`.
+"""LangGraph through mnemostore vs LangGraph's own savers and stores, on sqlite and postgres.
 
-Each saver puts the same run of checkpoints of a 50 KB state (every channel new at every
-step, so every put writes the whole state) into its own tables on the same engine: one
-SQLite file each (WAL, synchronous=NORMAL, as mnemostore's sqlite backend runs), and one
-PostgreSQL started with pgserver for the run. Then each reads every checkpoint back by id,
-and the thread's latest checkpoint (no id) a few times.
+The group's rows: `MnemostoreSaver` beside `SqliteSaver` and `PostgresSaver` (put, get_tuple by id
+and latest, list, put_writes) for the 50 KB repeated-text state and the varied-text one; a compiled
+graph run with each saver (`case_graph`); `MnemostoreStore` beside `SqliteStore` and `PostgresStore`
+(`case_langgraph_store`). Each saver writes into its own tables on the same engine: one SQLite file
+each (WAL, synchronous=NORMAL, as mnemostore's sqlite backend runs), and one PostgreSQL started with
+pgserver for the group.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
-from case_checkpoints import timed_clean
+from case_graph import bench_graph
+from case_langgraph_store import bench_langgraph_store
 from case_postgres import postgres_server
-from data import checkpoint_state
-from harness import Results, Row, median
+from data import checkpoint_state, varied_state
+from harness import Results, Row, at_least, median, timed_clean
 
 import mnemostore
 
 Saver = Any
 """A LangGraph `BaseCheckpointSaver` (LangGraph is optional: not imported at module level)."""
+Step = tuple[Any, dict[str, Any], dict[str, str]]
+LIST_LIMIT = 10
+STATES: tuple[tuple[str, Callable[[], dict[str, Any]]], ...] = (("", checkpoint_state),
+                                                                (", varied text", varied_state))
+"""(label suffix, state): the repeated-sentence 50 KB state of the targets, then varied text."""
 
 
-def checkpoints(saver: Saver, n: int, state: dict[str, Any]) -> list[tuple[Any, dict[str, Any], dict[str, str]]]:
+def checkpoints(saver: Saver, n: int, state: dict[str, Any]) -> list[Step]:
     """(checkpoint, metadata, new versions) of n steps, versions by the saver's own scheme."""
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.base.id import uuid6
@@ -38,8 +46,10 @@ def checkpoints(saver: Saver, n: int, state: dict[str, Any]) -> list[tuple[Any, 
         new = {channel: saver.get_next_version(versions.get(channel), None) for channel in state}
         versions.update(new)
         checkpoint = empty_checkpoint()
-        checkpoint.update(id=str(uuid6(clock_seq=i)), channel_values=dict(state), channel_versions=dict(versions),
-                          updated_channels=list(state))
+        checkpoint["id"] = str(uuid6(clock_seq=i))
+        checkpoint["channel_values"] = dict(state)
+        checkpoint["channel_versions"] = dict(versions)
+        checkpoint["updated_channels"] = list(state)
         steps.append((checkpoint, {"source": "loop", "step": i, "parents": {}}, new))
     return steps
 
@@ -48,7 +58,7 @@ def _thread(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
-def put_run(saver: Saver, thread_id: str, steps: list[tuple[Any, dict[str, Any], dict[str, str]]]) -> list[Any]:
+def put_run(saver: Saver, thread_id: str, steps: list[Step]) -> list[Any]:
     """Put the steps in order, each with its parent's config, as a graph run does; their configs."""
     config: Any = _thread(thread_id)
     configs = []
@@ -58,72 +68,131 @@ def put_run(saver: Saver, thread_id: str, steps: list[tuple[Any, dict[str, Any],
     return configs
 
 
+def task_writes(state: dict[str, Any], i: int) -> list[tuple[str, Any]]:
+    """What one task of a step writes: two of the state's messages, a counter and a ~1.5 KB tool result."""
+    messages = state["messages"]
+    first = i % (len(messages) - 1)
+    return [("messages", messages[first:first + 2]), ("step", i),
+            ("tool_result", {"ok": True, "call": f"call-{i}", "output": messages[first]["content"] * 4})]
+
+
 @contextmanager
-def _sqlite_savers(tmp: Path) -> Iterator[dict[str, Saver]]:
+def sqlite_saver(path: Path) -> Iterator[Saver]:
+    """LangGraph's `SqliteSaver` on its own file: WAL (its `setup()` sets it) and synchronous=NORMAL."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from mnemostore.integrations.langgraph import MnemostoreSaver
-
-    with mnemostore.open(f"sqlite:///{tmp / 'langgraph-ours.db'}") as store:
-        conn = sqlite3.connect(tmp / "langgraph-sqlitesaver.db", check_same_thread=False)
-        try:
-            theirs = SqliteSaver(conn)
-            theirs.setup()  # WAL
-            conn.execute("PRAGMA synchronous = NORMAL")
-            yield {"ours": MnemostoreSaver(store), "theirs": theirs}
-        finally:
-            conn.close()
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        conn.execute("PRAGMA synchronous = NORMAL")
+        yield saver
+    finally:
+        conn.close()
 
 
 @contextmanager
-def _postgres_savers(tmp: Path) -> Iterator[dict[str, Saver]]:
+def _sqlite_savers(tmp: Path) -> Iterator[dict[str, Saver]]:
+    from mnemostore.integrations.langgraph import MnemostoreSaver
+
+    with mnemostore.open(f"sqlite:///{tmp / 'langgraph-ours.db'}") as store, \
+            sqlite_saver(tmp / "langgraph-sqlitesaver.db") as theirs:
+        yield {"ours": MnemostoreSaver(store), "theirs": theirs}
+
+
+@contextmanager
+def _postgres_savers(base: str) -> Iterator[dict[str, Saver]]:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     from mnemostore.integrations.langgraph import MnemostoreSaver
 
-    with postgres_server(tmp) as base, mnemostore.open(f"{base}&schema=langgraph") as store, \
-            PostgresSaver.from_conn_string(base) as theirs:
+    with mnemostore.open(f"{base}&schema=langgraph") as store, PostgresSaver.from_conn_string(base) as theirs:
         theirs.setup()
         yield {"ours": MnemostoreSaver(store), "theirs": theirs}
 
 
-def bench_langgraph(results: Results, n: int, repeat: int, tmp: Path) -> None:
-    engines: list[tuple[str, str, Callable[[Path], Any]]] = [
-        ("sqlite", "SqliteSaver", _sqlite_savers), ("postgres", "PostgresSaver", _postgres_savers)]
-    for engine, theirs_name, savers in engines:
-        with ExitStack() as stack:
-            try:
-                pair = stack.enter_context(savers(tmp))
-            except Exception as exc:  # LangGraph's saver or pgserver missing, a server that would not start
-                results.skipped(f"langgraph checkpoints on {engine}", f"{type(exc).__name__}: {exc}"[:200])
-                continue
-            _bench_pair(results, engine, theirs_name, pair, n, repeat)
+def bench_langgraph(results: Results, n: int, graph_steps: int, store_n: int, repeat: int, tmp: Path,
+                    queries: int) -> None:
+    """Every row of the group, sqlite first, then postgres on one server started for the group."""
+    with ExitStack() as stack:
+        base: str | None = None
+        try:
+            base = stack.enter_context(postgres_server(tmp))
+        except Exception as exc:  # pgserver missing, a server that would not start
+            pg_problem = f"{type(exc).__name__}: {exc}"[:200]
+        engines: list[tuple[str, str, Callable[[], Any]]] = [
+            ("sqlite", "SqliteSaver", lambda: _sqlite_savers(tmp))]
+        if base is not None:
+            engines.append(("postgres", "PostgresSaver", lambda: _postgres_savers(base)))
+        for engine, theirs_name, savers in engines:
+            with ExitStack() as pair_stack:
+                try:
+                    pair = pair_stack.enter_context(savers())
+                except Exception as exc:  # LangGraph's saver missing
+                    results.skipped(f"langgraph checkpoints on {engine}", f"{type(exc).__name__}: {exc}"[:200])
+                    pair = None
+                if pair is not None:
+                    for kind, make_state in STATES:
+                        _bench_pair(results, engine, theirs_name, pair, make_state(), kind, n, repeat)
+                    bench_graph(results, engine, theirs_name, pair, graph_steps, repeat)
+            bench_langgraph_store(results, engine, store_n, repeat, tmp, queries, base)
+        if base is None:
+            results.skipped("langgraph on postgres", pg_problem)
 
 
-def _bench_pair(results: Results, engine: str, theirs_name: str, pair: dict[str, Saver], n: int, repeat: int) -> None:
-    state = checkpoint_state()
+def _bench_pair(results: Results, engine: str, theirs_name: str, pair: dict[str, Saver], state: dict[str, Any],
+                kind: str, n: int, repeat: int) -> None:
     few = max(1, n // 5)
-    t: dict[str, list[float]] = {f"{who}_{what}": [] for who in pair for what in ("put", "get", "latest")}
+    t: dict[str, list[float]] = {}
     for who, saver in pair.items():  # warm up: tables, pool, prepared statements
-        configs = put_run(saver, "warm-up", checkpoints(saver, 2, state))
+        configs = put_run(saver, f"warm-up{kind}", checkpoints(saver, 2, state))
+        saver.put_writes(configs[-1], task_writes(state, 0), str(uuid.uuid4()))
         loaded = saver.get_tuple(configs[-1])
         assert loaded.checkpoint["channel_values"] == state, f"{who} did not give the state back"
+        assert len(list(saver.list(_thread(f"warm-up{kind}")))) == 2, f"{who}: wrong list"
+    sides = list(pair.items())
     for r in range(repeat):
-        for who, saver in pair.items():  # interleaved, so drift hits both alike
-            thread = f"thread-{r}"
-            steps = checkpoints(saver, n, state)
-            configs: list[Any] = []
-            t[f"{who}_put"].append(timed_clean(lambda saver=saver, steps=steps, thread=thread, configs=configs:
-                                               configs.extend(put_run(saver, thread, steps))))
-            t[f"{who}_get"].append(timed_clean(lambda saver=saver, configs=configs:
-                                               [saver.get_tuple(c) for c in configs]))
-            t[f"{who}_latest"].append(timed_clean(lambda saver=saver, thread=thread:
-                                                  [saver.get_tuple(_thread(thread)) for _ in range(few)]))
-            latest = saver.get_tuple(_thread(thread))
-            assert latest.config["configurable"]["checkpoint_id"] == steps[-1][0]["id"], f"{who}: wrong latest"
+        # Alternate who goes first: the first side of a repeat grows the heap the second reuses.
+        for who, saver in sides if r % 2 == 0 else sides[::-1]:
+            _time_saver(t, who, saver, state, f"thread{kind}-{r}", n, few)
     m = {key: median(values) for key, values in t.items()}
-    size = f"{len(orjson.dumps(state)) // 1000} KB"
-    for what, label, count in (("put", f"put {size} state x{n:,}", n), ("get", f"get by id {size} x{n:,}", n),
-                               ("latest", f"get latest (no id) x{few:,}, thread of {n:,}", few)):
-        results.add(Row(f"langgraph {engine}: MnemostoreSaver {label}", m[f"ours_{what}"], m[f"theirs_{what}"],
-                        unit="rec/s", per=count, baseline_name=theirs_name))
+    size = f"{len(orjson.dumps(state)) // 1000} KB{kind}"
+    writes = len(orjson.dumps(task_writes(state, 0))) // 100 / 10
+    rows = (("put", f"put {size} state x{n:,}", "rec/s", n),
+            ("get", f"get_tuple by id {size} x{n:,}", "rec/s", n),
+            ("latest", f"get_tuple latest (no id) {size} x{few:,}, thread of {n:,}", "rec/s", few),
+            ("list", f"list a thread of {n:,} ({size})", "rec/s", n),
+            ("list10", f"list limit={LIST_LIMIT} ({size}) x{few:,}, thread of {n:,}", "ms", few),
+            ("writes", f"put_writes x{n:,} (3 channels, {writes:.1f} KB{kind})", "rec/s", n))
+    for what, label, unit, per in rows:
+        results.add(at_least(Row(f"langgraph {engine}: MnemostoreSaver {label}", m[f"ours_{what}"],
+                                 m[f"theirs_{what}"], unit=unit, per=per, baseline_name=theirs_name)))
+
+
+def _time_saver(t: dict[str, list[float]], who: str, saver: Saver, state: dict[str, Any], thread: str,
+                n: int, few: int) -> None:
+    """One repeat of one saver: a thread of n puts, then reads, lists and one task's writes per checkpoint."""
+    steps = checkpoints(saver, n, state)
+    writes = [(task_writes(state, i), str(uuid.uuid4())) for i in range(n)]
+    configs: list[Any] = []
+    listed: list[Any] = []
+
+    def put_writes() -> None:
+        for config, (task, task_id) in zip(configs, writes, strict=True):
+            saver.put_writes(config, task, task_id)
+
+    timings: dict[str, Callable[[], object]] = {
+        "put": lambda: configs.extend(put_run(saver, thread, steps)),
+        "get": lambda: [saver.get_tuple(c) for c in configs],
+        "latest": lambda: [saver.get_tuple(_thread(thread)) for _ in range(few)],
+        "list": lambda: listed.extend(saver.list(_thread(thread))),
+        "list10": lambda: [list(saver.list(_thread(thread), limit=LIST_LIMIT)) for _ in range(few)],
+        "writes": put_writes,
+    }
+    for what, fn in timings.items():
+        t.setdefault(f"{who}_{what}", []).append(timed_clean(fn))
+    assert [c.config["configurable"]["checkpoint_id"] for c in listed] == [s[0]["id"] for s in reversed(steps)], \
+        f"{who}: wrong list"
+    last = saver.get_tuple(configs[-1])
+    assert last.checkpoint["channel_values"] == state, f"{who}: wrong state"
+    assert [(c, v) for _, c, v in last.pending_writes] == writes[-1][0], f"{who}: wrong writes"

@@ -1,23 +1,28 @@
-"""LangGraph long-term memory through `MnemostoreStore` (sqlite) vs LangGraph's `InMemoryStore` and `SqliteStore`.
+"""LangGraph long-term memory through `MnemostoreStore` vs LangGraph's `SqliteStore`, `PostgresStore`
+and `InMemoryStore`.
 
-Each store gets the same n items (value {"text", "topic", "n"}, the text indexed for query search) put
-one call at a time, as agents write memories, then in one batch; then filtered searches and query
-searches (top 10). Embeddings come from a precomputed table, so embedding costs nothing for anyone.
-`SqliteStore` needs `langgraph-checkpoint-sqlite` (and `sqlite-vec` for query search); without them its
-rows are skipped.
+Each store gets the same n items (value {"text", "topic", "n"}) put one call at a time, as agents
+write memories, then (a second fresh store) in one `batch` of `PutOp`s; then filtered searches and,
+where both sides index the text, query searches (top 10). Embeddings come from a precomputed table,
+so embedding costs nothing for anyone. Both sides of a comparison index alike: `SqliteStore` indexes
+through sqlite-vec, which needs a sqlite3 able to load extensions; without one both sides run
+without an index (the row says so). Fresh stores every repeat: a new SQLite file, or a new
+PostgreSQL schema on the group's server.
 """
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from harness import Results, Row, median, per_call, timed
+from harness import Results, Row, at_least, median, per_call, timed_clean
 
 import mnemostore
 
@@ -26,9 +31,24 @@ K = 10
 TOPICS = [f"topic-{i}" for i in range(10)]
 LgStore = Any
 """A LangGraph `BaseStore` (LangGraph is optional: not imported at module level)."""
+Item = tuple[tuple[str, ...], str, dict[str, Any]]
+Maker = Callable[[str], AbstractContextManager[LgStore]]
+"""A fresh store named after a tag (unique per repeat and use)."""
 
 
-def _items(n: int) -> list[tuple[tuple[str, ...], str, dict[str, Any]]]:
+@dataclass(frozen=True)
+class _Peer:
+    """One comparison: our store beside `name`, both made fresh by their makers."""
+
+    name: str
+    ours: Maker
+    theirs: Maker
+    indexed: bool
+    targets: bool
+    note: str = ""
+
+
+def _items(n: int) -> list[Item]:
     return [(("memories", f"user-{i % 20}"), f"m{i}", {"text": f"memory number {i}", "topic": TOPICS[i % 10], "n": i})
             for i in range(n)]
 
@@ -46,87 +66,141 @@ def _index(n: int) -> Any:
 
 
 @contextmanager
-def _stores(tmp: Path, name: str, n: int) -> Iterator[dict[str, LgStore]]:
-    """Fresh stores: ours on a new sqlite file, InMemoryStore, and SqliteStore if installed."""
-    from langgraph.store.memory import InMemoryStore
-
+def _ours(url: Callable[[str], str], index: Any, tag: str) -> Iterator[LgStore]:
+    """`MnemostoreStore` on a fresh mnemostore store at `url(tag)`."""
     from mnemostore.integrations.langgraph import MnemostoreStore
 
-    index = _index(n)
-    with ExitStack() as stack:
-        ours = stack.enter_context(mnemostore.open(f"sqlite:///{tmp / f'lgstore-{name}.db'}"))
-        stores: dict[str, LgStore] = {"ours": MnemostoreStore(ours, index=index),
-                                      "InMemoryStore": InMemoryStore(index=index)}
-        for attempt, with_index in enumerate((True, False)):
-            try:
-                from langgraph.store.sqlite import SqliteStore
-
-                path = tmp / f"lgstore-{name}-theirs{attempt}.db"
-                conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-                stack.callback(conn.close)
-                theirs = SqliteStore(conn, index=index if with_index else None)
-                theirs.setup()
-                conn.execute("PRAGMA journal_mode = WAL")  # as mnemostore's sqlite backend runs
-                conn.execute("PRAGMA synchronous = NORMAL")
-                stores["SqliteStore"] = theirs
-                break
-            except Exception as exc:  # not installed, or no sqlite-vec (or no extension loading) for query search
-                stores["SqliteStore"] = exc
-                if with_index:
-                    stores["SqliteStore without index"] = exc
-        yield stores
+    with mnemostore.open(url(tag)) as store:
+        yield MnemostoreStore(store, index=index)
 
 
-def bench_langgraph_store(results: Results, n: int, repeat: int, tmp: Path, queries: int = 50) -> None:
-    items = _items(n)
+@contextmanager
+def _sqlite_store(tmp: Path, index: Any, tag: str) -> Iterator[LgStore]:
+    """LangGraph's `SqliteStore` on its own file, WAL and synchronous=NORMAL as mnemostore's backend runs."""
+    from langgraph.store.sqlite import SqliteStore
+
+    conn = sqlite3.connect(tmp / f"lgstore-{tag}-theirs.db", check_same_thread=False, isolation_level=None)
+    try:
+        theirs = SqliteStore(conn, index=index)
+        theirs.setup()
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        yield theirs
+    finally:
+        conn.close()
+
+
+@contextmanager
+def _in_memory(index: Any, tag: str) -> Iterator[LgStore]:
+    from langgraph.store.memory import InMemoryStore
+
+    yield InMemoryStore(index=index)
+
+
+@contextmanager
+def _postgres_store(base: str, index: Any, tag: str) -> Iterator[LgStore]:
+    """LangGraph's `PostgresStore` (one connection, as `from_conn_string` makes it) in a schema of its own."""
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+
+    schema = f"lgstore_theirs_{tag}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")  # in public, before search_path names the schema
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    with PostgresStore.from_conn_string(f"{base}&options=-csearch_path%3D{schema},public", index=index) as theirs:
+        theirs.setup()
+        yield theirs
+
+
+def _peers(engine: str, tmp: Path, index: Any, base: str | None) -> Iterator[_Peer | tuple[str, str]]:
+    """The comparisons to run on `engine`, or (name, why skipped)."""
+    if engine == "sqlite":
+        def sqlite_url(tag: str) -> str:
+            return f"sqlite:///{tmp / f'lgstore-{tag}.db'}"
+
+        yield _Peer("InMemoryStore", partial(_ours, sqlite_url, index), partial(_in_memory, index),
+                    indexed=True, targets=False)
+        try:
+            with _sqlite_store(tmp, index, "probe"):
+                pass
+            with_index, note = index, ""
+        except ImportError as exc:
+            yield "SqliteStore", f"{type(exc).__name__}: {exc}"[:200]
+            return
+        except Exception as exc:  # no sqlite-vec, or a sqlite3 that cannot load extensions
+            with_index, note = None, f"both without an index (SqliteStore's needs sqlite-vec: {exc})"[:200]
+        yield _Peer("SqliteStore", partial(_ours, sqlite_url, with_index), partial(_sqlite_store, tmp, with_index),
+                    indexed=with_index is not None, targets=True, note=note)
+    elif base is not None:
+        try:
+            import langgraph.store.postgres  # noqa: F401
+        except ImportError as exc:
+            yield "PostgresStore", f"{type(exc).__name__}: {exc}"[:200]
+            return
+        def postgres_url(tag: str) -> str:
+            return f"{base}&schema=lgstore_{tag}"
+
+        yield _Peer("PostgresStore", partial(_ours, postgres_url, index), partial(_postgres_store, base, index),
+                    indexed=True, targets=True, note="both index the text (HNSW, pgvector)")
+
+
+def bench_langgraph_store(results: Results, engine: str, n: int, repeat: int, tmp: Path, queries: int = 50,
+                          base: str | None = None) -> None:
+    """MnemostoreStore on `engine` (sqlite, or postgres at `base`) beside LangGraph's stores."""
+    items, index = _items(n), _index(n)
+    for peer in _peers(engine, tmp, index, base):
+        if isinstance(peer, tuple):
+            results.skipped(f"langgraph store ({engine}) vs {peer[0]}", peer[1])
+        else:
+            _bench_peer(results, engine, peer, items, repeat, queries)
+
+
+def _bench_peer(results: Results, engine: str, peer: _Peer, items: list[Item], repeat: int, queries: int) -> None:
     ops: dict[str, Callable[[LgStore], Callable[[int], object]]] = {
-        "filter": lambda s: lambda i: s.search(("memories",), filter={"topic": TOPICS[i % 10]}, limit=K),
-        "query": lambda s: lambda i: s.search(("memories",), query=f"query {i}", limit=K),
-    }
+        "filter": lambda s: lambda i: s.search(("memories",), filter={"topic": TOPICS[i % 10]}, limit=K)}
+    if peer.indexed:
+        ops["query"] = lambda s: lambda i: s.search(("memories",), query=f"query {i}", limit=K)
     t: dict[str, list[float]] = {}
-    skipped: dict[str, str] = {}
+    sides = [("ours", peer.ours), ("theirs", peer.theirs)]
+    name = peer.name.lower()
     for r in range(repeat):
-        with _stores(tmp, f"{r}-single", n) as single, _stores(tmp, f"{r}-batch", n) as batch:
-            for who, store in single.items():  # interleaved, so drift hits all alike
-                if isinstance(store, Exception):
-                    skipped[who] = f"{type(store).__name__}: {store}"[:200]
-                    continue
-                indexed = f"{who} without index" not in single
-                t.setdefault(f"{who}_put", []).append(timed(partial(_put_each, store, items)))
-                t.setdefault(f"{who}_batch", []).append(timed(partial(_put_batch, batch[who], items)))
+        with ExitStack() as stack:
+            for who, make in sides if r % 2 == 0 else sides[::-1]:  # alternate who goes first
+                single = stack.enter_context(make(f"{name}_{r}_{who}_single"))
+                batch = stack.enter_context(make(f"{name}_{r}_{who}_batch"))
+                t.setdefault(f"{who}_put", []).append(timed_clean(partial(_put_each, single, items)))
+                t.setdefault(f"{who}_batch", []).append(timed_clean(partial(_put_batch, batch, items)))
                 for what, op in ops.items():
-                    if what != "query" or indexed:
-                        t.setdefault(f"{who}_{what}", []).append(per_call(op(store), queries))
-                _check(who, store, items, indexed)
+                    gc.collect()
+                    t.setdefault(f"{who}_{what}", []).append(per_call(op(single), queries))
+                _check(f"{who} ({peer.name})", single, items, peer.indexed)
     m = {key: median(values) for key, values in t.items()}
-    rows = (("put", f"put x{n:,}, one call each", "rec/s", n), ("batch", f"put x{n:,} in one batch", "rec/s", n),
-            ("filter", f"search by filter, top {K} of {n:,}", "ms", 1),
-            ("query", f"search by query, top {K} of {n:,}", "ms", 1))
-    for baseline in ("InMemoryStore", "SqliteStore"):
-        if baseline in skipped:
-            results.skipped(f"langgraph store vs {baseline}", skipped[baseline])
+    n = len(items)
+    scope = engine if peer.indexed or not peer.targets else f"{engine}, no index"
+    rows = (("put", f"put x{n:,}, one call each", "rec/s", n, True),
+            ("batch", f"put x{n:,} in one batch", "rec/s", n, True),
+            ("filter", f"search by filter, top {K} of {n:,}", "ms", 1, True),
+            ("query", f"search by query, top {K} of {n:,}", "ms", 1, False))
+    for what, label, unit, per, target in rows:
+        if f"ours_{what}" not in m:
             continue
-        for what, label, unit, per in rows:
-            if f"{baseline}_{what}" not in m:
-                reason = skipped.get(f"{baseline} without index", "not run")
-                results.skipped(f"langgraph store: {label} vs {baseline}", reason)
-                continue
-            results.add(Row(f"langgraph store (sqlite): MnemostoreStore {label}", m[f"ours_{what}"],
-                            m[f"{baseline}_{what}"], unit=unit, per=per, baseline_name=baseline))
+        row = Row(f"langgraph store ({scope}): MnemostoreStore {label}", m[f"ours_{what}"], m[f"theirs_{what}"],
+                  unit=unit, per=per, baseline_name=peer.name, note=peer.note if what == "put" else "")
+        results.add(at_least(row) if target and peer.targets else row)
 
 
-def _put_each(store: LgStore, items: list[tuple[tuple[str, ...], str, dict[str, Any]]]) -> None:
+def _put_each(store: LgStore, items: list[Item]) -> None:
     for item in items:
         store.put(*item)
 
 
-def _put_batch(store: LgStore, items: list[tuple[tuple[str, ...], str, dict[str, Any]]]) -> None:
+def _put_batch(store: LgStore, items: list[Item]) -> None:
     from langgraph.store.base import PutOp
 
     store.batch([PutOp(*item) for item in items])
 
 
-def _check(who: str, store: LgStore, items: list[tuple[tuple[str, ...], str, dict[str, Any]]], indexed: bool) -> None:
+def _check(who: str, store: LgStore, items: list[Item], indexed: bool) -> None:
     """Every store found the same things: the first item by key, ten of a topic, ten by query."""
     namespace, key, value = items[0]
     assert store.get(namespace, key).value == value, f"{who}: wrong item"
@@ -144,6 +218,6 @@ if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000
     found = Results()
     with tempfile.TemporaryDirectory(prefix="mnemostore-bench-") as directory:
-        bench_langgraph_store(found, count, 3, Path(directory))
+        bench_langgraph_store(found, "sqlite", count, 3, Path(directory))
     print()
     print(found.table())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,9 +24,10 @@ import numpy as np
 import orjson
 from case_search import numpy_top_k
 from data import AGENTS, DIMENSION, checkpoint_state, heuristic_dicts, unit_vectors, varied_state
-from harness import Results, Row, median, per_call, timed
+from harness import Results, Row, interleaved_per_call, median, per_call, timed
 
 import mnemostore
+from mnemostore.backends.postgres.layout import layout
 from mnemostore.backends.postgres.options import PostgresOptions
 
 K = 10
@@ -41,6 +42,9 @@ HNSW_PUT = 2_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 _HEADER = struct.Struct(">HH")
+SEARCH_COLUMNS = ", ".join(layout("heuristic", PostgresOptions().table_prefix).data_columns)
+"""The columns a heuristic is rebuilt from (id, tenant, the filter columns, the datetimes' offsets,
+the document): what mnemostore's search reads, and so what the raw search selects too."""
 RAW_COLUMNS = ("id", "tenant", "agent", "project_id", "created_at", "updated_at", "condition", "strategy",
                "confidence", "occurrence_count", "success_count", "created_at_utcoffset_us",
                "updated_at_utcoffset_us", "doc", "metadata", "embedding")
@@ -106,11 +110,21 @@ class RawPostgres:
                 copy.write_row(raw_row(d))
 
     def search(self, table: str, query: np.ndarray, agent: str | None = None, tail: str = "") -> list[Any]:
-        """Top-k by SQL: id, the decoded document and the distance."""
+        """Top-k by SQL, one statement: every column a record is rebuilt from (what `search`
+        returns), the document decoded, and the distance, computed once and ordered by."""
+        where, params = ("WHERE agent = %s", [query, agent]) if agent else ("", [query])
+        with self.conn.cursor(binary=True) as cursor:
+            cursor.execute(f"SELECT {SEARCH_COLUMNS}, embedding <=> %s AS distance FROM {table} {where} "
+                           f"ORDER BY distance{tail} LIMIT {K}", params)
+            return [(*row[:-2], orjson.loads(row[-2]), row[-1]) for row in cursor.fetchall()]
+
+    def narrow_search(self, table: str, query: np.ndarray, agent: str | None = None) -> list[Any]:
+        """The baseline before issue 14: only id, the decoded document and the distance (less than
+        a record: context for the note)."""
         where, params = ("WHERE agent = %s", [query, agent, query]) if agent else ("", [query, query])
         with self.conn.cursor(binary=True) as cursor:
             cursor.execute(f"SELECT id, doc, embedding <=> %s FROM {table} {where} "
-                           f"ORDER BY embedding <=> %s{tail} LIMIT {K}", params)
+                           f"ORDER BY embedding <=> %s LIMIT {K}", params)
             return [(id, orjson.loads(doc), distance) for id, doc, distance in cursor.fetchall()]
 
     def exact_search(self, table: str, query: np.ndarray) -> list[Any]:
@@ -205,24 +219,36 @@ def _bench_search(results: Results, base: str, raw: RawPostgres, n: int, repeat:
                                for q, ids in zip(qs, truth, strict=True))
         raw_short = sum(len(raw.search(table, q, FILTER_AGENT)) < K for q in qs)
         ours_short = sum(len(search(q, k=K, where=where, vectors=False)) < K for q in qs)
-        t: dict[str, list[float]] = {key: [] for key in ("ours", "raw", "ours_f", "raw_f", "exact", "raw_exact")}
+        ours_fallbacks = _fallbacks(store, lambda: [search(q, k=K, vectors=False) for q in qs])
+        ours_fallbacks_f = _fallbacks(store, lambda: [search(q, k=K, where=where, vectors=False) for q in qs])
+        t: dict[str, list[float]] = {}
         for _ in range(repeat):
-            t["ours"].append(per_call(lambda i: search(qs[i], k=K, vectors=False), queries))
-            t["raw"].append(per_call(lambda i: raw.search(table, qs[i]), queries))
-            t["ours_f"].append(per_call(lambda i: search(qs[i], k=K, where=where, vectors=False), queries))
-            t["raw_f"].append(per_call(lambda i: raw.search(table, qs[i], FILTER_AGENT), queries))
-            t["exact"].append(per_call(lambda i: exact(qs[i], k=K, vectors=False), queries))
-            t["raw_exact"].append(per_call(lambda i: raw.exact_search(table, qs[i]), queries))
+            for key, value in [*interleaved_per_call({
+                "ours": lambda i: search(qs[i], k=K, vectors=False),
+                "raw": lambda i: raw.search(table, qs[i]),
+                "narrow": lambda i: raw.narrow_search(table, qs[i]),
+            }, queries).items(), *interleaved_per_call({
+                "ours_f": lambda i: search(qs[i], k=K, where=where, vectors=False),
+                "raw_f": lambda i: raw.search(table, qs[i], FILTER_AGENT),
+                "narrow_f": lambda i: raw.narrow_search(table, qs[i], FILTER_AGENT),
+            }, queries).items(), *interleaved_per_call({
+                "exact": lambda i: exact(qs[i], k=K, vectors=False),
+                "raw_exact": lambda i: raw.exact_search(table, qs[i]),
+            }, queries).items()]:
+                t.setdefault(key, []).append(value)
     raw.conn.execute("RESET hnsw.ef_search")
     m = {key: median(values) for key, values in t.items()}
     label = f"postgres top-{K} search {n:,} x384"
     sql = "SQL ORDER BY <=> LIMIT 10"
     rows = [
         Row(f"{label} (hnsw, ef_search {ef_search})", m["ours"], m["raw"], baseline_name=sql, target=SEARCH_TARGET,
-            note=f"same table; loading {n:,} records into the HNSW-indexed table took {loaded:.1f} s"),
+            note=f"same table, same columns; {_narrow(m['narrow'])}; second (exact) queries: {ours_fallbacks}/"
+                 f"{queries}; loading {n:,} records into the HNSW-indexed table took {loaded:.1f} s"),
         Row(f"{label}, agent filter (10%)", m["ours_f"], m["raw_f"], baseline_name=f"{sql}, WHERE agent",
             target=SEARCH_TARGET, note=f"both with hnsw.iterative_scan = strict_order; queries short of {K} "
-                                       f"results: mnemostore {ours_short}/{queries}, raw {raw_short}/{queries}"),
+                                       f"results: mnemostore {ours_short}/{queries}, raw {raw_short}/{queries}; "
+                                       f"{_narrow(m['narrow_f'])}; second (exact) queries: {ours_fallbacks_f}/"
+                                       f"{queries}"),
         Row(f"{label} (index=exact)", m["exact"], m["raw_exact"], baseline_name=f"{sql}, index scan off",
             note=f"queries whose top-{K} differs from numpy's: mnemostore {exact_misses}/{queries}, "
                  f"raw {raw_exact_misses}/{queries}"),
@@ -232,8 +258,36 @@ def _bench_search(results: Results, base: str, raw: RawPostgres, n: int, repeat:
     ]
     for row in rows:
         if row.target:
-            row.met = row.ratio is not None and row.ratio >= 1 / 1.3
+            row.met = _within(row)
         results.add(row)
+
+
+def _within(row: Row) -> bool:
+    """Whether a search row takes at most 1.3x the raw SQL's time (`SEARCH_TARGET`)."""
+    return row.ratio is not None and row.ratio >= 1 / 1.3
+
+
+def _narrow(seconds: float) -> str:
+    return f"raw SQL reading only id and document: {1000 * seconds:.3f} ms"
+
+
+def _fallbacks(store: mnemostore.Store, run: Callable[[], object]) -> int:
+    """How many of `run`'s searches ran the second, exact query (a tie at the k-th place, or
+    fewer than k from the index), counted on the backend's statement."""
+    backend: Any = store.backend
+    calls: list[bool] = []
+    nearest = backend._nearest
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[5])
+        return nearest(*args, **kwargs)
+
+    backend._nearest = counting
+    try:
+        run()
+    finally:
+        del backend._nearest
+    return sum(calls)
 
 
 def clustered_vectors(n: int, seed: int, centres: int = CLUSTERS, spread: float = 0.35, rank: int = 32,
@@ -276,7 +330,7 @@ def _bench_large_search(results: Results, base: str, raw: RawPostgres, n: int, r
     truth = [[f"h{i:08d}" for i in numpy_top_k(vectors, q, K)] for q in qs]
     where = mnemostore.F.agent == FILTER_AGENT
     recalls: dict[int, tuple[float, float]] = {}
-    t: dict[str, list[float]] = {key: [] for key in ("ours", "raw", "ours_f", "raw_f")}
+    t: dict[str, list[float]] = {}
     for ef in sorted({40, ef_default, 200}):
         raw.conn.execute(f"SET hnsw.ef_search = {ef}")
         with mnemostore.open(f"{url}&hnsw_ef_search={ef}") as store:
@@ -297,28 +351,37 @@ def _bench_large_search(results: Results, base: str, raw: RawPostgres, n: int, r
             raw_recall = _recall([[hit[0] for hit in raw.search(table, q)] for q in qs], truth)
             ours_short = sum(len(filtered(i)) < K for i in range(queries))
             raw_short = sum(len(raw.search(table, q, FILTER_AGENT)) < K for q in qs)
+            fallbacks = _fallbacks(store, lambda plain=plain: [plain(i) for i in range(queries)])
+            fallbacks_f = _fallbacks(store, lambda filtered=filtered: [filtered(i) for i in range(queries)])
             for _ in range(repeat):
-                t["ours"].append(per_call(plain, queries))
-                t["raw"].append(per_call(lambda i: raw.search(table, qs[i]), queries))
-                t["ours_f"].append(per_call(filtered, queries))
-                t["raw_f"].append(per_call(lambda i: raw.search(table, qs[i], FILTER_AGENT), queries))
+                for key, value in [*interleaved_per_call({
+                    "ours": plain, "raw": lambda i: raw.search(table, qs[i]),
+                    "narrow": lambda i: raw.narrow_search(table, qs[i]),
+                }, queries).items(), *interleaved_per_call({
+                    "ours_f": filtered, "raw_f": lambda i: raw.search(table, qs[i], FILTER_AGENT),
+                    "narrow_f": lambda i: raw.narrow_search(table, qs[i], FILTER_AGENT),
+                }, queries).items()]:
+                    t.setdefault(key, []).append(value)
     raw.conn.execute("RESET hnsw.ef_search")
     m = {key: median(values) for key, values in t.items()}
     recall = recalls[ef_default][0]
     label = f"postgres top-{K} search {n:,} x384 clustered"
     sweep = ", ".join(f"ef_search {ef}: recall {r:.3f}, {ms:.2f} ms" for ef, (r, ms) in recalls.items())
     top = Row(f"{label} (hnsw, ef_search {ef_default})", m["ours"], m["raw"], baseline_name="SQL ORDER BY <=> LIMIT 10",
-              target="<= 3 ms, recall >= 0.95",
+              target=f"{SEARCH_TARGET}, <= 3 ms, recall >= 0.95",
               note=f"{CLUSTERS} clusters (see clustered_vectors); recall@{K} vs numpy's exact top-{K}: mnemostore "
-                   f"{recall:.3f}, raw SQL {raw_recall:.3f}; loading {n:,} records with index=exact took "
+                   f"{recall:.3f}, raw SQL {raw_recall:.3f}; {_narrow(m['narrow'])}; second (exact) queries: "
+                   f"{fallbacks}/{queries}; loading {n:,} records with index=exact took "
                    f"{loaded:.1f} s, building the HNSW index over them {built:.1f} s; by ef_search: {sweep}")
-    top.met = m["ours"] <= 0.003 and recall >= 0.95
+    top.met = _within(top) and m["ours"] <= 0.003 and recall >= 0.95
     results.add(top)
-    filtered = Row(f"{label}, agent filter (10%)", m["ours_f"], m["raw_f"], baseline_name="SQL ..., WHERE agent",
-                   target="k results whenever k match",
-                   note=f"queries short of {K} results: mnemostore {ours_short}/{queries}, raw {raw_short}/{queries}")
-    filtered.met = ours_short == 0
-    results.add(filtered)
+    filtered_row = Row(f"{label}, agent filter (10%)", m["ours_f"], m["raw_f"], baseline_name="SQL ..., WHERE agent",
+                       target=f"{SEARCH_TARGET}, k results whenever k match",
+                       note=f"queries short of {K} results: mnemostore {ours_short}/{queries}, raw "
+                            f"{raw_short}/{queries}; {_narrow(m['narrow_f'])}; second (exact) queries: "
+                            f"{fallbacks_f}/{queries}")
+    filtered_row.met = _within(filtered_row) and ours_short == 0
+    results.add(filtered_row)
 
 
 def _bench_checkpoints(results: Results, base: str, n: int, repeat: int) -> None:

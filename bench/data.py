@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -71,16 +73,22 @@ def varied_state(size: int = 50_000, seed: int = 7) -> dict[str, Any]:
     """Like `checkpoint_state`, but every message is different text (Zipf-distributed words from a
     5,000-word vocabulary): it compresses ~2x with zlib, as prose does, where the repeated
     lorem ipsum of `checkpoint_state` compresses ~25x."""
+    messages: list[dict[str, Any]] = []
+    state: dict[str, Any] = {"task": "refactor the billing module", "step": 17, "messages": messages}
+    for message in varied_messages(seed):
+        if len(orjson.dumps(state)) >= size:
+            break
+        messages.append(message)
+    return state
+
+
+def varied_messages(seed: int = 7) -> Iterator[dict[str, Any]]:
+    """An endless run of agent messages of varied text (~430 bytes of JSON each), the same for a seed."""
     rng = np.random.default_rng(seed)
     letters = np.array(list("etaoinshrdlucmfwypvbgkjqxz"))
     vocabulary = ["".join(rng.choice(letters, size=int(rng.integers(2, 10)))) for _ in range(5_000)]
-    messages: list[dict[str, Any]] = []
-    state: dict[str, Any] = {"task": "refactor the billing module", "step": 17, "messages": messages}
-    i = 0
-    while len(orjson.dumps(state)) < size:
+    for i in itertools.count():
         words = np.minimum(rng.zipf(1.3, size=45), len(vocabulary)) - 1
-        messages.append({"role": ("user", "assistant", "tool")[i % 3], "turn": i,
-                         "content": " ".join(vocabulary[w] for w in words),
-                         "meta": {"latency_ms": int(rng.integers(50, 5_000)), "ok": bool(rng.random() < 0.9)}})
-        i += 1
-    return state
+        yield {"role": ("user", "assistant", "tool")[i % 3], "turn": i,
+               "content": " ".join(vocabulary[w] for w in words),
+               "meta": {"latency_ms": int(rng.integers(50, 5_000)), "ok": bool(rng.random() < 0.9)}}

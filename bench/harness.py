@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -76,6 +77,33 @@ def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def timed_clean(fn: Callable[[], object]) -> float:
+    """`timed` after a full garbage collection: the checkpoint and LangGraph rows keep many decoded
+    50 KB states alive, and how many full collections that costs depends on the heap's history (up to 2x)."""
+    gc.collect()
+    return timed(fn)
+
+
+def at_least(row: Row, ratio: float = 1.0) -> Row:
+    """`row` with the target "ratio >= `ratio`" and whether its measured ratio meets it."""
+    row.target = f">= {ratio:.2f}x"
+    row.met = row.ratio is not None and row.ratio >= ratio
+    return row
+
+
+def interleaved_per_call(fns: dict[str, Callable[[int], object]], calls: int) -> dict[str, float]:
+    """Median seconds of each `fn(i)` over `calls` calls, the functions taking turns call by call:
+    on a shared machine load comes and goes within a second, and a block of one function's calls
+    then the other's would each catch a different load."""
+    samples: dict[str, list[float]] = {key: [] for key in fns}
+    for i in range(calls):
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            fn(i)
+            samples[key].append(time.perf_counter() - start)
+    return {key: statistics.median(values) for key, values in samples.items()}
 
 
 def median(values: list[float]) -> float:

@@ -29,7 +29,6 @@ from case_chroma import bench_chroma
 from case_copy import bench_copy
 from case_import import bench_import
 from case_langgraph import bench_langgraph
-from case_langgraph_store import bench_langgraph_store
 from case_postgres import bench_postgres
 from case_put import bench_file_put, bench_file_single_put, bench_sqlite_put
 from case_qdrant import bench_qdrant
@@ -57,16 +56,18 @@ class Sizes:
     qdrant_disk: int
     qdrant_memory: int
     langgraph: int
+    graph_steps: int
+    langgraph_store: int
 
 
 FULL = Sizes(put=10_000, file_small=1_000, file_large=50_000, search=(10_000, 100_000), queries=50,
              checkpoints=1_000, import_runs=10, repeat=5, copy=100_000, copy_small=10_000,
              postgres_put=10_000, postgres_search=10_000, chroma=5_000, qdrant_disk=2_000, qdrant_memory=10_000,
-             langgraph=200)
+             langgraph=200, graph_steps=150, langgraph_store=1_000)
 QUICK = Sizes(put=10_000, file_small=1_000, file_large=10_000, search=(10_000,), queries=30,
               checkpoints=200, import_runs=5, repeat=3, copy=20_000, copy_small=2_000,
               postgres_put=2_000, postgres_search=2_000, chroma=1_000, qdrant_disk=300, qdrant_memory=2_000,
-              langgraph=50)
+              langgraph=50, graph_steps=50, langgraph_store=200)
 GROUPS = ("import", "put", "file", "search", "checkpoints", "copy", "postgres", "chroma", "qdrant", "langgraph")
 
 
@@ -117,8 +118,8 @@ def main() -> int:
             ("chroma", "chroma", lambda: bench_chroma(results, sizes.chroma, repeat, tmp, sizes.queries)),
             ("qdrant", "qdrant", lambda: bench_qdrant(results, sizes.qdrant_disk, sizes.qdrant_memory, repeat, tmp,
                                                       sizes.queries)),
-            ("langgraph", "sqlite", lambda: bench_langgraph(results, sizes.langgraph, repeat, tmp)),
-            ("langgraph", "sqlite", lambda: bench_langgraph_store(results, 1_000, repeat, tmp, sizes.queries)),
+            ("langgraph", "sqlite", lambda: bench_langgraph(results, sizes.langgraph, sizes.graph_steps,
+                                                            sizes.langgraph_store, repeat, tmp, sizes.queries)),
         ]
         for group, scheme, run in plan:
             if group not in groups:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from tests.chroma_server import ChromaTestServer, chroma_server
+from tests.legacy_fixtures import with_new_defaults
 
 import mnemostore
 from mnemostore.core.errors import LockHeld, PendingMigrations
@@ -37,7 +38,7 @@ def legacy_url(name: str, root: Path) -> str:
 
 @pytest.mark.parametrize("name", ["file", "chroma", "qdrant"])
 def test_pre_ledger_store_opens_gets_a_ledger_and_reads_back(name: str, tmp_path: Path) -> None:
-    expected = json.loads((LEGACY / "expected.json").read_text())
+    expected = with_new_defaults(json.loads((LEGACY / "expected.json").read_text()))
     root = tmp_path / name
     shutil.copytree(LEGACY / name, root)
     url = legacy_url(name, root)

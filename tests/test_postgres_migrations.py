@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zlib
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -38,7 +39,8 @@ from mnemostore.testing.factories import make, vectors
 
 __all__ = ["postgres_server"]
 
-IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs"]
+IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs",
+       "postgres.0004_zstd_docs"]
 SCOPE_INDEXES = {f"mnemo_{kind}_{suffix}" for kind in KINDS for suffix in ("agent", "project")}
 PARENT_COLUMN = ("mnemo_checkpoint", "parent_ids", "text[]", "default", False)
 """The column layout 3 adds (a checkpoint's parent_ids)."""
@@ -103,10 +105,11 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
     with mnemostore.open(url) as store:
         status = Runner(store.backend).status()
         assert [(e.id, e.how, e.transactional) for e in status.applied] == [
-            (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True)]
+            (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True),
+            (IDS[3], "applied", True)]
         assert status.current
     schema = schema_of(url)
-    assert layout_version(postgres_server, schema) == 3
+    assert layout_version(postgres_server, schema) == 4
     columns, indexes = catalog(postgres_server, schema)
     assert {name for name, _ in indexes} >= SCOPE_INDEXES
     with closing(connect(postgres_server)) as conn:
@@ -160,6 +163,8 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
     mnemostore.open(url).close()
     with backend_at(url) as backend:
         runner = Runner(backend)
+        assert runner.down() == [IDS[3]]
+        assert layout_version(postgres_server, schema) == 3
         assert runner.down() == [IDS[2]]
         assert layout_version(postgres_server, schema) == 2
         assert runner.down() == [IDS[1]]
@@ -187,7 +192,8 @@ def test_failed_atomic_step_leaves_no_trace(postgres_server: PostgresTestServer)
         with pytest.raises(MigrationError, match=r"postgres\.9001_broken.*statement 3 of 3.*DivisionByZero.*"
                                                  r"rolled back: nothing of it was applied"):
             Runner(backend, [broken]).up()
-        assert ledger_of(backend) == [(IDS[0], "applied"), (IDS[1], "applied"), (IDS[2], "applied")]
+        assert ledger_of(backend) == [(IDS[0], "applied"), (IDS[1], "applied"), (IDS[2], "applied"),
+                                      (IDS[3], "applied")]
         assert Runner(backend, [broken]).status().pending == (broken,)
     with closing(connect(postgres_server)) as conn:
         row = conn.execute("SELECT to_regclass(%s), (SELECT count(*) FROM information_schema.columns "
@@ -282,8 +288,9 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
     for tenant in expected()["tenants"]:
         with mnemostore.open(url, tenant=tenant, migrate="auto") as store:
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
-            assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied")]
-    assert layout_version(postgres_server, schema) == 3
+            assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied"),
+                                                (IDS[3], "applied")]
+    assert layout_version(postgres_server, schema) == 4
     after = catalog(postgres_server, schema)
     assert after[0] == sorted([*before[0], PARENT_COLUMN], key=lambda c: (c[0], c == PARENT_COLUMN))
     assert {name for name, _ in after[1] - before[1]} == SCOPE_INDEXES
@@ -328,7 +335,7 @@ def test_pre_ledger_code_refuses_a_store_with_newer_layout(postgres_server: Post
     url = postgres_server.url()
     mnemostore.open(url).close()
     names = old.Names(schema_of(url), "mnemo_", "public")
-    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 3"):
+    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 4"):
         old.create_tables(conn, names)
     with backend_at(url) as backend:
         Runner(backend).down(IDS[0])  # back to layout 1: what the old code knows
@@ -408,7 +415,7 @@ def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgr
         assert [c.parent_ids for c in chain] == [[], [chain[0].id], [chain[1].id]]
         assert get_byte0(raw_documents(postgres_server, schema, "checkpoint")[chain[2].id]) != b"{"
     with backend_at(url) as backend:
-        assert Runner(backend).down() == [IDS[2]]
+        assert Runner(backend).down(IDS[1]) == [IDS[3], IDS[2]]
     assert layout_version(postgres_server, schema) == 2
     assert PARENT_COLUMN not in catalog(postgres_server, schema)[0]
     docs = raw_documents(postgres_server, schema, "checkpoint")
@@ -425,6 +432,27 @@ def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgr
         moved = cps.update(chain[1].id, set={"metadata": {"seen": True}})  # rewrites an old document
         assert moved.parent_ids == [chain[0].id] and cps.get(chain[1].id) == moved
         assert [c.id for c in cps.lineage(following.id)] == [following.id, *[c.id for c in reversed(chain)]]
+
+
+def test_layout4_zstd_documents_go_back_to_zlib_for_layout3_and_up_again(postgres_server: PostgresTestServer) -> None:
+    """Reverting layout 4 rewrites every zstd document as zlib (what layout-3 code reads); zlib
+    documents from then on stay readable after the upgrade, beside new zstd ones."""
+    url = postgres_server.url()
+    schema = schema_of(url)
+    big = {"messages": [f"message {i}: " + "lorem ipsum " * 20 for i in range(200)]}
+    with mnemostore.open(url) as store:
+        saved = store.checkpoints.save("run", big)
+    assert raw_documents(postgres_server, schema, "checkpoint")[saved.id][:4] == b"\x28\xb5\x2f\xfd"
+    with backend_at(url) as backend:
+        assert Runner(backend).down() == [IDS[3]]
+    assert layout_version(postgres_server, schema) == 3
+    stored = raw_documents(postgres_server, schema, "checkpoint")[saved.id]
+    assert orjson.loads(zlib.decompress(stored))["state"] == big
+    with mnemostore.open(url, migrate="auto") as store:
+        assert store.checkpoints.get(saved.id) == saved
+        again = store.checkpoints.save("run", big)
+    documents = raw_documents(postgres_server, schema, "checkpoint")
+    assert documents[again.id][:4] == b"\x28\xb5\x2f\xfd" and documents[saved.id][:1] == b"\x78"
 
 
 def get_byte0(doc: bytes) -> bytes:

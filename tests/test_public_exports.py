@@ -22,3 +22,18 @@ def test_lazy_exports_resolve_and_are_explicit_for_type_checkers(package: str) -
     assert set(exports) <= declared, sorted(set(exports) - declared)
     for name in exports:
         assert getattr(module, name) is not None
+
+
+def test_the_backend_guide_names_every_method_of_the_protocol() -> None:
+    """docs/writing-a-backend.md lists what the suite and the tools can call: nothing may be missing."""
+    from pathlib import Path
+
+    from mnemostore import Backend
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "writing-a-backend.md").read_text(encoding="utf-8")
+    public = [name for name, value in vars(Backend).items()
+              if not name.startswith("_") and (callable(value) or isinstance(value, classmethod | property))]
+    public += [name for name in Backend.__annotations__ if not name.startswith("_")]
+    forms = ("`{}", "def {}(", "{}: ClassVar", "self.{}")
+    missing = sorted(name for name in set(public) if not any(form.format(name) in guide for form in forms))
+    assert not missing, f"docs/writing-a-backend.md does not name: {missing}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,11 +72,34 @@ def test_broken_plugin_is_reported_by_name_and_hides_nothing(site: Path) -> None
         registry.for_scheme("unknown-scheme")
 
 
-def test_two_plugins_claiming_one_name_is_an_error(site: Path) -> None:
-    install_fake_distribution(site, "dup-plugin", {"mnemostore.backends": {"memory": "dup_plugin:X"}},
+def test_two_plugins_claiming_one_name_fail_only_for_that_name(site: Path) -> None:
+    install_fake_distribution(site, "dup-plugin", {"mnemostore.backends": {"sqlite": "dup_plugin:X"}},
                               {"dup_plugin": "X = 1\n"})
-    with pytest.raises(DuplicateBackend, match=r"'memory'.*dup-plugin"):
-        Registry().entries()
+    registry = Registry()
+    with pytest.raises(DuplicateBackend, match=r"'sqlite'") as caught:
+        registry.for_scheme("sqlite")
+    assert "distribution mnemostore" in str(caught.value) and "distribution dup-plugin" in str(caught.value)
+    with pytest.raises(DuplicateBackend, match=r"'sqlite'"):
+        registry.get("sqlite")
+    assert registry.for_scheme("file").name == "file" and registry.for_scheme("memory").name == "memory"
+    listed = [(e.name, e.distribution, e.status) for e in registry.entries() if e.name == "sqlite"]
+    assert sorted(listed) == [("sqlite", "dup-plugin", "duplicate name: dup-plugin, mnemostore"),
+                              ("sqlite", "mnemostore", "duplicate name: dup-plugin, mnemostore")]
+    assert any(e.name == "memory" and e.status == "ok" for e in registry.entries())
+
+
+def test_the_backends_command_lists_both_claimants_and_every_other_backend(site: Path) -> None:
+    install_fake_distribution(site, "dup-plugin", {"mnemostore.backends": {"sqlite": "dup_plugin:X"}},
+                              {"dup_plugin": "X = 1\n"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    listing = subprocess.run([sys.executable, "-m", "mnemostore", "backends"], capture_output=True, text=True,
+                             env=env, timeout=120)
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.count("duplicate name") >= 2 and "dup-plugin" in listing.stdout
+    assert "file" in listing.stdout and "memory" in listing.stdout
+    opened = subprocess.run([sys.executable, "-m", "mnemostore", "info", "memory://"], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert opened.returncode == 0, opened.stderr
 
 
 def test_pluggy_hook_adds_backends(site: Path) -> None:

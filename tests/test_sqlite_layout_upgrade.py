@@ -21,7 +21,8 @@ def test_layout1_store_is_adopted_upgraded_and_reads_back(tmp_path: Path) -> Non
     try:
         runner = Runner(backend)
         plan = [step.migration.id for step in runner.plan()]
-        assert plan == ["sqlite.0001_tables", "sqlite.0002_project_indexes"]  # no ledger yet: all look pending
+        # no ledger yet: all look pending
+        assert plan == ["sqlite.0001_tables", "sqlite.0002_project_indexes", "sqlite.0003_compressed_docs"]
         assert backend.legacy_layout() == "sqlite.0001_tables"
     finally:
         backend.close()
@@ -30,10 +31,11 @@ def test_layout1_store_is_adopted_upgraded_and_reads_back(tmp_path: Path) -> Non
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
             ledger = Runner(store.backend).status().applied
             assert [(e.id, e.how) for e in ledger] == [
-                ("sqlite.0001_tables", "adopted"), ("sqlite.0002_project_indexes", "applied")]
+                ("sqlite.0001_tables", "adopted"), ("sqlite.0002_project_indexes", "applied"),
+                ("sqlite.0003_compressed_docs", "applied")]
     indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "mnemo_outcome_project_id" in indexes
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 3
 
 
 def test_store_laid_out_by_newer_code_refuses_to_open(tmp_path: Path) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -69,3 +72,56 @@ def test_store_repr_masks_the_password() -> None:
         assert "hunter2-secret" not in repr(store.backend.url)
     finally:
         store.close()
+
+
+SECRET = "S3cret-value-42"
+SECRET_URLS = {  # one per backend: a secret in the query string, where the backend's users would put it
+    "memory": f"memory://masking?token={SECRET}",
+    "sqlite": f"sqlite:///masking.db?password={SECRET}",
+    "file": f"file://./masking?api_key={SECRET}",
+    "postgres": f"postgresql://app@127.0.0.1:1/agents?password={SECRET}&sslpassword={SECRET}&connect_timeout=1",
+    "chroma": f"chroma+http://127.0.0.1:1?token={SECRET}",
+    "qdrant": f"qdrant+http://127.0.0.1:1?api_key={SECRET}",
+}
+
+
+@pytest.mark.parametrize("backend", sorted(SECRET_URLS))
+def test_secret_options_never_show_in_urls_or_errors(backend: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = SECRET_URLS[backend]
+    assert SECRET not in mask_password(url) and SECRET not in StoreURL.parse(url).masked
+    with pytest.raises(mnemostore.MnemostoreError) as caught:  # unknown option, or no server on port 1
+        mnemostore.open(url)
+    shown = f"{caught.value}{caught.value!r}"
+    assert SECRET not in shown and "***" in shown
+    cli = subprocess.run([sys.executable, "-m", "mnemostore", "info", url], capture_output=True, text=True,
+                         timeout=120)
+    assert cli.returncode == 1 and SECRET not in cli.stdout + cli.stderr
+    assert len(cli.stderr.strip().splitlines()) >= 1
+
+
+def test_a_string_that_is_not_a_url_never_echoes_its_userinfo() -> None:
+    with pytest.raises(ConfigError) as caught:
+        mnemostore.open(f"alice:{SECRET}@127.0.0.1")
+    assert SECRET not in str(caught.value) and "scheme://" in str(caught.value)
+
+
+def test_a_store_with_a_secret_option_masks_it_in_repr_describe_info_copy_and_export(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chroma's in-process mode takes `token` (it is ignored there), so a store opens with one."""
+    monkeypatch.chdir(tmp_path)
+    url = f"chroma://memory?token={SECRET}"
+    with mnemostore.open(url) as store:
+        store.outcomes.add(task_type="t", success=True)
+        assert SECRET not in repr(store) and SECRET not in str(store.backend.describe())
+    archive = tmp_path / "out.jsonl"
+    from mnemostore.migrations import copy as copy_store
+    from mnemostore.migrations import export_archive
+
+    with mnemostore.open(url) as source:
+        source.outcomes.add(task_type="t", success=True)
+    report = copy_store(url, "memory://masking-copy")
+    assert SECRET not in repr(report) and SECRET not in str(report)
+    export_archive(url, str(archive))
+    assert SECRET not in archive.read_text()

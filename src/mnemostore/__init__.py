@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "BackendNotInstalled": "mnemostore.core.errors",
     "PluginLoadError": "mnemostore.core.errors",
     "DuplicateBackend": "mnemostore.core.errors",
+    "StoreNotFound": "mnemostore.core.errors",
     "ValidationError": "mnemostore.core.errors",
     "UnsupportedFilter": "mnemostore.core.errors",
     "UnsupportedCapability": "mnemostore.core.errors",
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --str
     from .core.errors import PluginLoadError as PluginLoadError
     from .core.errors import SchemaMismatch as SchemaMismatch
     from .core.errors import StoreClosed as StoreClosed
+    from .core.errors import StoreNotFound as StoreNotFound
     from .core.errors import StoreTooNew as StoreTooNew
     from .core.errors import UnknownBackend as UnknownBackend
     from .core.errors import UnsupportedCapability as UnsupportedCapability

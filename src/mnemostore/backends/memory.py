@@ -51,8 +51,16 @@ class MemoryBackend(Backend):
         Capability.CHECKPOINT_CHAIN,
     })
 
+    @property
+    def _name(self) -> str:
+        return (self.url.host or "") + self.url.path.strip("/")
+
+    def exists(self) -> bool:
+        """A named store exists once opened in this process; `memory://` is always a fresh, empty one."""
+        return not self._name or self._name in _SHARED
+
     def open(self) -> None:
-        name = (self.url.host or "") + self.url.path.strip("/")
+        name = self._name
         if name:
             with _SHARED_LOCK:
                 self._data = _SHARED.setdefault(name, _Data())

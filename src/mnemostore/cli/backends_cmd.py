@@ -46,13 +46,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     backends = data["backends"]
     rows = [(b["name"], b["distribution"] or "-", b["version"] or "-", ", ".join(b["schemes"]) or "?",
-             "failed to load (see below)" if b["error"] else b["status"]) for b in backends]
+             "failed to load (see below)" if b["error"] and b["status"].startswith("error") else b["status"])
+            for b in backends]
     print(table(("BACKEND", "DISTRIBUTION", "VERSION", "SCHEMES", "STATUS"), rows))
     loaded = [b for b in backends if b["error"] is None]
     if loaded:
         print()
         print(_capability_matrix(loaded))
-    problems = [b["error"] for b in backends if b["error"]] + data["plugin_errors"]
+    problems = list(dict.fromkeys([b["error"] for b in backends if b["error"]] + data["plugin_errors"]))
     if problems:
         print("\nProblems:")
         for problem in problems:

@@ -8,7 +8,7 @@ from typing import Any
 from .render import table, to_json
 
 SCHEMA_VERSION_UNKNOWN = "unversioned"
-"""Reported until stores record a schema version (the migrations issue)."""
+"""Shown for a store whose ledger holds no layout step (a backend without layout migrations)."""
 
 
 def add_parser(commands: Any) -> None:
@@ -31,7 +31,7 @@ def collect(url: str | None, tenant: str | None = None) -> dict[str, Any]:
     from ..core.store import open_config
 
     config = resolve(url, **({"tenant": tenant} if tenant is not None else {}))
-    with open_config(config) as store:
+    with open_config(config, create=False) as store:
         return {
             "backend": store.backend.name,
             "url": store.backend.url.masked,
@@ -40,10 +40,22 @@ def collect(url: str | None, tenant: str | None = None) -> dict[str, Any]:
             "counts": {kind: store.collection(kind).count() for kind in KINDS},
             "dimension": store.params.dimension,
             "metric": store.params.metric,
-            "schema_version": SCHEMA_VERSION_UNKNOWN,
+            "schema_version": schema_version(store.backend),
             "capabilities": sorted(c.value for c in store.capabilities),
             "details": store.backend.describe(),
         }
+
+
+def schema_version(backend: Any) -> str:
+    """The newest layout step in the store's migration ledger, with how many migrations it records."""
+    from ..migrations.ledger import Ledger
+
+    ledger = Ledger.read(backend)
+    layout = [entry.id for entry in ledger.entries if entry.layer == "layout"]
+    if not ledger.entries:
+        return SCHEMA_VERSION_UNKNOWN
+    newest = layout[-1] if layout else "no layout steps"
+    return f"{newest} ({len(ledger.entries)} migration(s) applied)"
 
 
 def run(args: argparse.Namespace) -> int:

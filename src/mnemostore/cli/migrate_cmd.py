@@ -106,7 +106,8 @@ def _runner(args: argparse.Namespace, progress: Any = None) -> Iterator[Runner]:
     from ..migrations.runner import Runner
 
     migrations = load_migrations(args.migrations)
-    backend = open_backend(args.url)
+    creates = args.action in ("up", "stamp") and not getattr(args, "dry_run", False)
+    backend = open_backend(args.url, create=creates)  # reading a store that is not there is an error
     try:
         yield Runner(backend, migrations, lock_wait=getattr(args, "lock_wait", 60.0), progress=progress)
     finally:

@@ -7,12 +7,13 @@ from collections.abc import Collection as Collection_
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
 
 from .collection import Collection, check_ids
 from .errors import NotFound, ValidationError
 from .filters import Expr, F
 from .protocol import LATEST_CHECKPOINT_ORDER
-from .records import Checkpoint
+from .records import Checkpoint, convert_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -57,7 +58,7 @@ class Checkpoints(Collection[Checkpoint]):
              node_id: str = "", branch: str = "main", **fields: Any) -> Checkpoint:
         """Save a snapshot of `state` (a dict or a pydantic model) for `run_id`.
 
-        `parent` is a checkpoint id, a list of ids (a merge), None for a root, or by default
+        `parent` is a checkpoint (its id or the `Checkpoint`), a list of them (a merge), None for a root, or by default
         the latest checkpoint of this run and branch. `sequence` is one past the parents'.
         """
         if isinstance(state, BaseModel):
@@ -89,16 +90,20 @@ class Checkpoints(Collection[Checkpoint]):
         return [(i, found[i]) for i in dict.fromkeys(ids)]
 
     def _parents(self, run_id: str, branch: str, parent: Any) -> list[Checkpoint]:
-        ids = self._parent_ids(parent)
+        ids = self._parent_ids(parent, "parents")
         found = self.get_many(ids, vectors=False)
         self._check_found(ids, {c.id for c in found})
         return found
 
     @staticmethod
-    def _parent_ids(parent: Any) -> list[str]:
-        ids = [parent] if isinstance(parent, str) else list(parent)
-        check_ids(ids, "parent")
-        return ids
+    def _parent_ids(parent: Any, field: str = "parent") -> list[str]:
+        """The ids `parent` names: an id, a Checkpoint, or a list of either."""
+        if isinstance(parent, str | Checkpoint):
+            return [_id_of(parent, field)]
+        if not isinstance(parent, Sequence | set | frozenset) or isinstance(parent, bytes):
+            raise ValidationError.one(
+                field, f"takes a checkpoint id, a Checkpoint or a list of them, not {type(parent).__name__}")
+        return [_id_of(item, f"{field}[{index}]") for index, item in enumerate(parent)]
 
     @staticmethod
     def _check_found(ids: list[str], found: Collection_[str]) -> None:
@@ -114,8 +119,9 @@ class Checkpoints(Collection[Checkpoint]):
         """Every checkpoint of a run (optionally one branch), oldest first."""
         return self.all(self._run_filter(run_id, branch), order_by=["sequence", "created_at"])
 
-    def lineage(self, checkpoint_id: str) -> list[Checkpoint]:
-        """A checkpoint and its ancestors through first parents, newest first."""
+    def lineage(self, checkpoint: str | Checkpoint) -> list[Checkpoint]:
+        """A checkpoint (its id or itself) and its ancestors through first parents, newest first."""
+        checkpoint_id = _id_of(checkpoint, "checkpoint")
         chain: list[Checkpoint] = []
         next_id: str | None = checkpoint_id
         seen: set[str] = set()
@@ -133,7 +139,14 @@ class Checkpoints(Collection[Checkpoint]):
     def restore(self, run_id: str, model: type[M], branch: str | None = None) -> M | None:
         """The latest state of a run as an instance of `model`, or None."""
         latest = self.latest(run_id, branch)
-        return None if latest is None else model.model_validate(latest.state)
+        if latest is None:
+            return None
+        try:
+            return model.model_validate(latest.state)
+        except PydanticValidationError as exc:
+            where = f"checkpoint {latest.id!r} of run {run_id!r} does not fit {model.__name__}"
+            raise ValidationError([(f"state.{field}" if field else "state", f"{message} ({where})")
+                                   for field, message in convert_validation_error(exc).errors]) from None
 
     def prune(self, run_id: str, keep: int, branch: str | None = None) -> int:
         """Delete all but the `keep` newest checkpoints of each branch of a run."""
@@ -150,8 +163,9 @@ class Checkpoints(Collection[Checkpoint]):
                 doomed.append(checkpoint.id)
         return self.delete(doomed) if doomed else 0
 
-    def merge(self, run_id: str, parents: Sequence[str], *, reducers: Mapping[str, str] | None = None,
-              node_id: str = "merge", branch: str = "main", **fields: Any) -> Checkpoint:
+    def merge(self, run_id: str, parents: Sequence[str | Checkpoint], *,
+              reducers: Mapping[str, str] | None = None, node_id: str = "merge", branch: str = "main",
+              **fields: Any) -> Checkpoint:
         """Merge parallel branches into one checkpoint naming every parent.
 
         Parents' states are folded in the order given, each field with its reducer
@@ -162,16 +176,26 @@ class Checkpoints(Collection[Checkpoint]):
             if reducer not in REDUCERS:
                 known = ", ".join(REDUCERS)
                 raise ValidationError.one(f"reducers.{name}", f"unknown reducer {reducer!r}; use one of {known}")
-        found = {c.id: c for c in self._parents(run_id, branch, list(parents))}
+        parent_ids = self._parent_ids(parents, "parents")
+        found = {c.id: c for c in self._parents(run_id, branch, parent_ids)}
         state: dict[str, Any] = {}
-        for parent_id in parents:
+        for parent_id in parent_ids:
             for key, value in found[parent_id].state.items():
                 reduce = REDUCERS[reducers.get(key, "last")]
                 state[key] = reduce(state[key], value) if key in state else value
-        return self.save(run_id, state, parent=list(parents), node_id=node_id, branch=branch, **fields)
+        return self.save(run_id, state, parent=parent_ids, node_id=node_id, branch=branch, **fields)
 
     @staticmethod
     def _run_filter(run_id: str, branch: str | None) -> Expr:
         expr: Expr = F.run_id == run_id
         return expr if branch is None else expr & (F.branch_id == branch)
 
+
+def _id_of(item: Any, field: str) -> str:
+    """A checkpoint's id, from the id itself or the Checkpoint a caller has in hand."""
+    if isinstance(item, Checkpoint):
+        return item.id
+    if type(item) is not str:
+        raise ValidationError.one(field, f"takes a checkpoint id or a Checkpoint, not {type(item).__name__}")
+    check_ids([item], field)
+    return item

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from .compression import inflate
 from .records import Record, record_type
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -42,8 +43,11 @@ def encode_vector(record: Record) -> bytes | None:
 
 
 def decode(kind: str, document: bytes | str, vector: bytes | None = None) -> Record:
-    """Rebuild a record written by `encode_document` (+ `encode_vector`)."""
+    """Rebuild a record written by `encode_document` (+ `encode_vector`); a document stored
+    compressed (`compression.deflate`) is inflated first."""
     cls = record_type(kind)
+    if not isinstance(document, str) and document[:1] != b"{":
+        document = inflate(document)
     data = parse_datetimes(cls, orjson.loads(document))
     data["embedding"] = decode_vector(vector) if vector is not None else None
     return trusted_record(cls, data)

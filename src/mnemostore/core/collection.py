@@ -68,9 +68,13 @@ class Collection(Generic[R]):
             raise ValidationError(errors)
         ids = [record.id for record in batch]
         if len(set(ids)) != len(ids):
-            seen: set[str] = set()
-            duplicate = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
-            raise ValidationError.one("records", f"the id {duplicate!r} appears twice in one batch")
+            first: dict[str, int] = {}
+            for index, id in enumerate(ids):
+                if id in first:
+                    raise ValidationError.one(
+                        f"records[{index}].id",
+                        f"{id!r} is also the id of records[{first[id]}]; one batch holds each id once")
+                first[id] = index
         store._settle_dimension(batch)
         return batch
 
@@ -96,7 +100,7 @@ class Collection(Generic[R]):
             ids = [ids]
         if ids is not None:
             check_ids(ids, "ids")
-        expr = all_of(F.id.in_(ids) if ids is not None else None, self._bind(where))
+        expr = all_of(F.id.in_(list(dict.fromkeys(ids))) if ids is not None else None, self._bind(where))
         return int(self._store._backend_call("delete", self.kind, self._store.tenant, expr))
 
     # reading ------------------------------------------------------------------
@@ -188,17 +192,24 @@ class Outcomes(Collection[Any]):
 
 
 class Heuristics(Collection[Any]):
+    prior_weight: float = 2.0
+    """How many observations a heuristic's confidence counts for before its first reinforce."""
+
     def reinforce(self, id: str, success: bool = True) -> Any:
         """Count one more use of a heuristic (atomically) and refresh its confidence.
 
-        The counters never lose an increment; `confidence` is then set to
-        success_count / occurrence_count from the counters this call produced (at most 1,
-        for counters written with more successes than occurrences).
+        The counters never lose an increment. The confidence the heuristic had before its first
+        reinforce (set by the application, or 0.5) is kept as `prior_confidence` and counts as
+        `prior_weight` uses: with `n` uses and `s` successes counted, confidence is
+        (prior_confidence * prior_weight + s) / (prior_weight + n), at most 1. It is computed
+        from the counters this call produced, so racing reinforces agree with the counters.
         """
         inc = {"occurrence_count": 1, "success_count": 1 if success else 0}
         updated = self.update(id, set={"last_validated": utcnow()}, inc=inc)
-        confidence = min(1.0, updated.success_count / updated.occurrence_count)
-        return self.update(id, set={"confidence": confidence})
+        prior = updated.confidence if updated.prior_confidence is None else updated.prior_confidence
+        weight = self.prior_weight
+        confidence = (prior * weight + updated.success_count) / (weight + updated.occurrence_count)
+        return self.update(id, set={"confidence": min(1.0, confidence), "prior_confidence": prior})
 
 
 class AntiPatterns(Collection[Any]):

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ConfigError
+from .records import Identifier
 
 ENV_URL = "MNEMOSTORE_URL"
 CONFIG_FILE = "mnemostore.toml"
@@ -27,7 +28,8 @@ class StoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str
-    tenant: str | None = Field(default=None, min_length=1)
+    tenant: Identifier | None = None
+    """Scopes every read and write; the same rules as a record's `tenant_id` (1-512 characters, no NUL)."""
     dimension: int | None = Field(default=None, ge=1, le=65_536)
     metric: Literal["cosine", "dot", "l2"] | None = None
     embedding_model: str | None = Field(default=None, min_length=1, max_length=200)
@@ -97,6 +99,7 @@ def resolve(url: str | None = None, **settings: Any) -> StoreConfig:
         return StoreConfig.model_validate(merged)
     except PydanticValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors(include_url=False)
         )
         raise ConfigError(f"invalid store configuration ({source}): {problems}") from None

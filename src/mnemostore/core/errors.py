@@ -29,6 +29,10 @@ class DuplicateBackend(ConfigError):
     """Two plugins claim the same backend name or URL scheme."""
 
 
+class StoreNotFound(ConfigError):
+    """A store that was to be read, not created, does not exist (`open(url, create=False)`)."""
+
+
 class ValidationError(MnemostoreError, ValueError):
     """Input was rejected before anything was written. `errors` lists (field, message)."""
 

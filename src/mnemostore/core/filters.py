@@ -260,7 +260,7 @@ def bind(expr: Expr, filterable: Mapping[str, type]) -> Expr:
         if expr.op in ("in", "nin"):
             if not isinstance(expr.value, (tuple, list)):
                 raise ValidationError.one(where, f"{expr.op} takes a list of values")
-            values = tuple(_check_value(where, field_type, "eq", v) for v in expr.value)
+            values = _distinct(_check_value(where, field_type, "eq", v) for v in expr.value)
             return Cmp(expr.field, expr.op, values)
         if expr.op not in _OPS:
             raise ValidationError.one(where, f"unknown operator {expr.op!r}")
@@ -272,6 +272,19 @@ def bind(expr: Expr, filterable: Mapping[str, type]) -> Expr:
     if isinstance(expr, Not):
         return Not(bind(expr.item, filterable))
     raise ValidationError.one("where", f"not a filter expression: {expr!r}")
+
+
+def _distinct(values: Iterable[Any]) -> tuple[Any, ...]:
+    """`in`/`not in` values with repeats dropped (first kept), so every engine sees a set:
+    `True` and `1` stay apart, as the filter semantics keep them."""
+    seen: set[tuple[bool, Any]] = set()
+    kept = []
+    for value in values:
+        key = (type(value) is bool, value)
+        if key not in seen:
+            seen.add(key)
+            kept.append(value)
+    return tuple(kept)
 
 
 def field_value(record: Any, path: tuple[str, ...]) -> Any:

@@ -9,6 +9,12 @@ import orjson
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+MAX_DEPTH = 250
+"""Lists and objects nest at most this deep in a JSON value (a state, metadata): orjson encodes
+254 levels, and a record's document wraps a value in a few more."""
+_PAD = 4
+"""Levels `dumps_json_document` wraps a value in, so orjson's own limit enforces `MAX_DEPTH`."""
+_TOO_DEEP = f"nests lists and objects deeper than {MAX_DEPTH} levels"
 
 
 def check_text(value: str) -> str | None:
@@ -24,8 +30,11 @@ def check_text(value: str) -> str | None:
     return None
 
 
-def find_json_problem(value: Any, path: str) -> tuple[str, str] | None:
-    """Walk `value` and return (path, problem) for the first non-JSON part, or None."""
+def find_json_problem(value: Any, path: str, depth: int = 0) -> tuple[str, str] | None:
+    """Walk `value` and return (path, problem) for the first non-JSON part, or None.
+
+    `depth` counts the lists and objects around `value`; deeper than `MAX_DEPTH` is a problem
+    (so the walk never recurses further than that)."""
     if value is None or value is True or value is False:
         return None
     kind = type(value)
@@ -38,6 +47,8 @@ def find_json_problem(value: Any, path: str) -> tuple[str, str] | None:
         return None
     if kind is float:
         return None if math.isfinite(value) else (path, f"{value} is not a finite number")
+    if (kind is dict or kind is list) and depth >= MAX_DEPTH:
+        return (path if len(path) <= 60 else path[:40] + "..."), _TOO_DEEP
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str:
@@ -45,13 +56,13 @@ def find_json_problem(value: Any, path: str) -> tuple[str, str] | None:
             problem = check_text(key)
             if problem:
                 return f"{path}[{key!r}]", f"key {problem}"
-            found = find_json_problem(item, f"{path}.{key}")
+            found = find_json_problem(item, f"{path}.{key}", depth + 1)
             if found:
                 return found
         return None
     if kind is list:
         for index, item in enumerate(value):
-            found = find_json_problem(item, f"{path}[{index}]")
+            found = find_json_problem(item, f"{path}[{index}]", depth + 1)
             if found:
                 return found
         return None
@@ -69,7 +80,8 @@ def dumps_json_document(value: Any, path: str) -> bytes:
     dump (NaN, tuples, datetimes, subclasses, NUL) falls back to a walk that names the path.
     """
     try:
-        data = orjson.dumps(value, option=_STRICT)
+        # Wrapped in `_PAD` lists, so orjson's recursion limit refuses what nests past MAX_DEPTH.
+        data = orjson.dumps([[[[value]]]], option=_STRICT)[_PAD:-_PAD]
         # NUL is written as an escape: look for one only if there is any escape (memchr-fast)
         if not (b"\\" in data and b"\\u0000" in data) and orjson.loads(data) == value:
             return data

@@ -115,6 +115,14 @@ class Backend(ABC):
         return cls.capabilities
 
     # lifecycle -----------------------------------------------------------------
+    def exists(self) -> bool | None:
+        """Whether the store this backend's URL names was created by mnemostore; called before
+        `open` (on an unopened instance) by `mnemostore.open(url, create=False)` and by the
+        commands that read a store (`info`, `export`, `copy`'s source, `migrate status`/`plan`).
+        It must create nothing. None (the default) means the backend cannot tell without opening:
+        core then opens the store and looks for its migration ledger."""
+        return None
+
     @abstractmethod
     def open(self) -> None:
         """Connect and create what is missing (tables, directories, collections)."""

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .errors import ValidationError
-from .filters import Cmp, Expr, F, Field, Or, all_of
+from .filters import Cmp, Expr, F, Field, Or, all_of, bind
 from .protocol import ID_ORDER, OrderKey
 from .records import Checkpoint, Record
 
@@ -80,9 +80,15 @@ def decode_cursor(cursor: str, order: Sequence[OrderKey], where: Expr | None,
         raise ValidationError.one("cursor", "was issued for a different filter or ordering")
     decoded: list[Any] = []
     for key, value in zip(order, values, strict=True):
-        if value is not None and record_cls.filterable[key.field] is datetime:
-            value = datetime.fromisoformat(value)
-        decoded.append(value)
+        try:  # a forged cursor's values are checked like a filter's operands
+            if value is not None and record_cls.filterable[key.field] is datetime:
+                value = datetime.fromisoformat(value) if type(value) is str else value
+            bound = bind(Cmp((key.field,), "eq", value), record_cls.filterable)
+        except (ValidationError, ValueError):
+            raise ValidationError.one("cursor", f"holds an invalid {key.field} value; "
+                                                "pass back a cursor exactly as this store returned it") from None
+        assert isinstance(bound, Cmp)
+        decoded.append(bound.value)
     return decoded
 
 

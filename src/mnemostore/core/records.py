@@ -188,6 +188,8 @@ class Heuristic(Record):
     occurrence_count: NonNegative = 0
     success_count: NonNegative = 0
     last_validated: AwareDatetime | None = None
+    prior_confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    """The confidence before the first `reinforce` (set then): the prior it combines with the counters."""
 
 
 class AntiPattern(Record):

@@ -36,14 +36,18 @@ class BackendEntry:
     version: str | None = None
     entry_point: EntryPoint | None = field(default=None, repr=False)
     cls: type[Backend] | None = field(default=None, repr=False)
-    error: PluginLoadError | None = field(default=None, repr=False)
+    error: PluginLoadError | DuplicateBackend | None = field(default=None, repr=False)
+    group: list[BackendEntry] = field(default_factory=list, repr=False)
+    """Every registration of this name when there are several (shared by all of them): then none
+    of them loads (DuplicateBackend) and every other backend still does."""
 
     def load(self) -> type[Backend]:
-        """The backend class; a failed import raises PluginLoadError with the cause chained."""
-        if self.cls is not None:
-            return self.cls
+        """The backend class; a failed import raises PluginLoadError with the cause chained, a name
+        registered twice DuplicateBackend naming both claimants."""
         if self.error is not None:
             raise self.error
+        if self.cls is not None:
+            return self.cls
         assert self.entry_point is not None
         try:
             loaded = self.entry_point.load()
@@ -65,8 +69,15 @@ class BackendEntry:
         return self.cls
 
     @property
+    def claimants(self) -> list[BackendEntry]:
+        """Every registration of this entry's name (just this entry, normally)."""
+        return self.group or [self]
+
+    @property
     def status(self) -> str:
-        """"ok", "not loaded", "missing driver (pip install ...)" or the load error."""
+        """"ok", "not loaded", "missing driver (pip install ...)", "duplicate name" or the load error."""
+        if isinstance(self.error, DuplicateBackend):
+            return "duplicate name: " + ", ".join(sorted(e.distribution or e.source for e in self.claimants))
         if self.error is not None:
             return f"error: {self.error.__cause__!r}"
         if self.cls is None:
@@ -120,15 +131,23 @@ class Registry:
         return self._entries
 
     @staticmethod
-    def _add(entries: dict[str, BackendEntry], entry: BackendEntry) -> None:
+    def _add(entries: dict[str, BackendEntry], entry: BackendEntry, strict: bool = False) -> None:
+        """Add `entry`; a name already taken marks every claimant (only that name then fails to
+        load), or raises at once if `strict` (an explicit `register()`)."""
         existing = entries.get(entry.name)
-        if existing is not None:
-            raise DuplicateBackend(
-                f"two plugins register the backend name {entry.name!r}: {existing.source} "
-                f"(distribution {existing.distribution}) and {entry.source} "
-                f"(distribution {entry.distribution}); uninstall one of them"
-            )
-        entries[entry.name] = entry
+        if existing is None:
+            entries[entry.name] = entry
+            return
+        group = [*existing.claimants, entry]
+        duplicate = DuplicateBackend(
+            f"{len(group)} plugins register the backend name {entry.name!r}: "
+            + " and ".join(f"{e.source} (distribution {e.distribution or 'unknown'})" for e in group)
+            + "; uninstall all but one of them (the other backends are not affected)")
+        if strict:
+            raise duplicate
+        for claimant in group:
+            claimant.group = group
+            claimant.error = duplicate
 
     def _load_plugins(self) -> None:
         """Run the pluggy hooks of `mnemostore.plugins` entry points (once)."""
@@ -168,18 +187,20 @@ class Registry:
         entries = self._discover()
         if replace:
             entries.pop(checked.name, None)
-        self._add(entries, BackendEntry(checked.name, "register()", cls=checked))
+        self._add(entries, BackendEntry(checked.name, "register()", cls=checked), strict=True)
 
     def unregister(self, name: str) -> None:
         self._discover().pop(name, None)
 
     def entries(self) -> list[BackendEntry]:
-        """Every known backend, loading each to learn its capabilities; errors are kept."""
+        """Every known backend (each claimant of a contested name too), loading each to learn its
+        capabilities; errors are kept."""
         self._load_plugins()
-        for entry in self._discover().values():
-            with contextlib.suppress(PluginLoadError):
+        listed = [claimant for entry in self._discover().values() for claimant in entry.claimants]
+        for entry in listed:
+            with contextlib.suppress(PluginLoadError, DuplicateBackend):
                 entry.load()
-        return sorted(self._discover().values(), key=lambda e: e.name)
+        return sorted(listed, key=lambda e: e.name)
 
     def plugin_migrations(self) -> list[Any]:
         """Migrations contributed by plugins through the `mnemostore_add_migrations` hook."""
@@ -209,11 +230,11 @@ class Registry:
             if scheme in cls.schemes:
                 return cls
         self._load_plugins()
-        failures: list[PluginLoadError] = []
+        failures: list[PluginLoadError | DuplicateBackend] = []
         for entry in list(entries.values()):
             try:
                 cls = entry.load()
-            except PluginLoadError as exc:
+            except (PluginLoadError, DuplicateBackend) as exc:
                 failures.append(exc)
                 continue
             if scheme in cls.schemes:
@@ -234,7 +255,7 @@ class Registry:
         for entry in self._discover().values():
             try:
                 schemes.extend(entry.load().schemes)
-            except PluginLoadError:
+            except (PluginLoadError, DuplicateBackend):
                 continue
         return ", ".join(sorted(schemes)) or "none"
 

@@ -14,10 +14,13 @@ from .checkpoints import Checkpoints
 from .collection import AntiPatterns, Collection, Heuristics, Outcomes, Where, bind_where
 from .config import StoreConfig, resolve
 from .errors import (
+    BackendError,
     BackendNotInstalled,
     ConfigError,
+    MnemostoreError,
     SchemaMismatch,
     StoreClosed,
+    StoreNotFound,
     UnsupportedCapability,
     UnsupportedFilter,
     ValidationError,
@@ -59,8 +62,10 @@ class Store:
     # lifecycle ------------------------------------------------------------------
     def close(self) -> None:
         if not self._closed:
-            self._closed = True
-            self.backend.close()
+            try:
+                self._backend_call("close")
+            finally:
+                self._closed = True
 
     @property
     def closed(self) -> bool:
@@ -195,11 +200,16 @@ class Store:
     def _backend_call(self, method: str, *args: Any) -> Any:
         if self._closed:
             raise StoreClosed(f"{self!r} is closed")
-        return getattr(self.backend, method)(*args)
+        try:
+            return getattr(self.backend, method)(*args)
+        except MnemostoreError:
+            raise
+        except Exception as exc:  # a driver's own error: BackendError naming the store, the cause chained
+            raise backend_error(self.backend, method, exc) from exc
 
     def _settle_params(self, dimension: int | None, metric: str | None, model: str | None = None) -> None:
         """Check configured parameters against the store's, then persist what is new."""
-        stored = self.backend.read_meta(PARAMS_KEY) or {}
+        stored = self._backend_call("read_meta", PARAMS_KEY) or {}
         stored_dim, stored_metric = stored.get("dimension"), stored.get("metric")
         stored_model = stored.get("embedding_model")
         if model is not None and stored_model is not None and model != stored_model:
@@ -222,7 +232,7 @@ class Store:
         if params.embedding_model is not None:
             wanted["embedding_model"] = params.embedding_model
         if wanted != stored:
-            self.backend.write_meta(PARAMS_KEY, wanted)
+            self._backend_call("write_meta", PARAMS_KEY, wanted)
         self.backend.params = params
 
 def _validate_field(cls: type[Record], name: str, value: Any) -> Any:
@@ -239,13 +249,14 @@ def _validate_field(cls: type[Record], name: str, value: Any) -> Any:
 
 def open(url: str | None = None, *, tenant: str | None = None, dimension: int | None = None,
          metric: str | None = None, embedding_model: str | None = None, migrate: str | None = None,
-         migrations: Sequence[Migration] = (), **options: Any) -> Store:
+         migrations: Sequence[Migration] = (), create: bool = True, **options: Any) -> Store:
     """Open a store by URL, `MNEMOSTORE_URL`, config file, or the embedded default.
 
     Backend options may be given as keyword arguments or in the URL's query string;
     each backend validates them with its own model. `migrations` adds the application's
     record migrations to those of the backend and plugins; `migrate` says whether pending
-    ones are applied on open ("auto") or refused ("refuse").
+    ones are applied on open ("auto") or refused ("refuse"). With `create=False` a store
+    that does not exist yet raises StoreNotFound and nothing is created (for reading).
     """
     settings: dict[str, Any] = {"options": options}
     for key, value in (("tenant", tenant), ("dimension", dimension), ("metric", metric),
@@ -253,29 +264,42 @@ def open(url: str | None = None, *, tenant: str | None = None, dimension: int | 
         if value is not None:
             settings[key] = value
     config = resolve(url, **settings)
-    return open_config(config, migrations)
+    return open_config(config, migrations, create=create)
 
 
-def open_config(config: StoreConfig, migrations: Sequence[Migration] = ()) -> Store:
+def open_config(config: StoreConfig, migrations: Sequence[Migration] = (), *, create: bool = True) -> Store:
     """A Store for `config`: the backend opened, migrated (or refused), and wrapped."""
     from ..migrations.runner import migrate_on_open
 
-    backend = open_backend(config.url, config.options)
+    backend = open_backend(config.url, config.options, create=create)
     try:
         migrate_on_open(backend, migrations, None if config.migrate is None else config.migrate == "auto")
         return Store(backend, tenant=config.tenant, dimension=config.dimension, metric=config.metric,
                      embedding_model=config.embedding_model)
-    except BaseException:
+    except BaseException as exc:
         backend.close()
+        if isinstance(exc, Exception) and not isinstance(exc, MnemostoreError):
+            raise backend_error(backend, "open", exc) from exc
         raise
 
 
-def open_backend(url: str, options: Mapping[str, Any] | None = None) -> Backend:
-    """The backend for `url`, opened but not migrated: for the migration runner and tools."""
+def open_backend(url: str, options: Mapping[str, Any] | None = None, *, create: bool = True) -> Backend:
+    """The backend for `url`, opened but not migrated: for the migration runner and tools.
+    With `create=False` a store that does not exist raises StoreNotFound, creating nothing."""
     parsed = StoreURL.parse(url)
     cls = registry.for_scheme(parsed.scheme)
     ensure_driver(cls)
     backend = cls(parsed, _backend_options(cls, parsed, options or {}))
+    known = None
+    if not create:
+        try:
+            known = backend.exists()
+        except (MnemostoreError, ImportError):
+            raise
+        except Exception as exc:
+            raise backend_error(backend, "exists", exc) from exc
+        if known is False:
+            raise _not_found(backend)
     try:
         backend.open()
     except ImportError as exc:
@@ -283,12 +307,36 @@ def open_backend(url: str, options: Mapping[str, Any] | None = None) -> Backend:
             f"the {cls.name} backend could not import its driver ({exc.name}); "
             + (f'install it with: pip install "mnemostore[{cls.extra}]"' if cls.extra else "")
         ) from exc
+    except MnemostoreError:
+        raise
+    except Exception as exc:
+        raise backend_error(backend, "open", exc) from exc
+    from ..migrations.ledger import LEDGER_KEY
+
     try:  # migrations run before a Store settles the parameters: give them the stored ones
-        backend.params = StoreParams.from_meta(backend.read_meta(PARAMS_KEY))
-    except BaseException:
+        stored = backend.read_meta(PARAMS_KEY)
+        if known is None and not create and stored is None and backend.read_meta(LEDGER_KEY) is None:
+            raise _not_found(backend)  # the backend could not tell before opening: nothing of ours is there
+        backend.params = StoreParams.from_meta(stored)
+    except BaseException as exc:
         backend.close()
+        if isinstance(exc, Exception) and not isinstance(exc, MnemostoreError):
+            raise backend_error(backend, "read_meta", exc) from exc
         raise
     return backend
+
+
+def _not_found(backend: Backend) -> StoreNotFound:
+    return StoreNotFound(f"no mnemostore store at {backend.url.masked} (nothing was created); check the URL, "
+                         "or open it to create a store there")
+
+
+def backend_error(backend: Backend, action: str, exc: Exception) -> BackendError:
+    """A driver's error as a `BackendError` naming the backend, the store (masked) and the call;
+    secrets of the URL are scrubbed from the driver's message. Backends may use it too."""
+    message = backend.url.scrub(str(exc).strip())
+    return BackendError(f"the {backend.name} backend failed in {action} on {backend.url.masked}: "
+                        f"{type(exc).__name__}{': ' + message if message else ''}")
 
 
 def _backend_options(cls: type[Backend], url: StoreURL, options: Mapping[str, Any]) -> BaseModel:

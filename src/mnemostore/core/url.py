@@ -49,20 +49,63 @@ class StoreURL:
 
     @property
     def masked(self) -> str:
-        """The URL with any password replaced by ***: safe for logs, reprs and errors."""
+        """The URL with its password and secret options replaced by ***: safe for logs, reprs and errors."""
         return mask_password(self.raw)
+
+    @property
+    def secrets(self) -> list[str]:
+        """The password and the values of secret options (`is_secret_option`), as given."""
+        found = [self.password] if self.password else []
+        found.extend(value for name, value in self.query.items() if value and is_secret_option(name))
+        return found
+
+    def scrub(self, text: str) -> str:
+        """`text` (a driver's error message, say) with every secret of this URL replaced by ***."""
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text[:500]
 
     def __str__(self) -> str:
         return self.masked
 
 
+SECRET_WORDS = ("pass", "token", "secret", "key", "auth", "credential", "header")
+"""A query option whose name contains one of these (any case) is secret: libpq's `password` and
+`sslpassword`, Chroma's `token` and `headers`, Qdrant's `api_key`, and a plugin's options named alike."""
+
+
+def is_secret_option(name: str) -> bool:
+    """Whether a URL query option's value is masked wherever the URL is shown."""
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_WORDS)
+
+
 def mask_password(url: str) -> str:
-    """Replace the password in `scheme://user:password@host` with ***."""
+    """`url` with the password in `scheme://user:password@host` and the values of secret query
+    options (`?password=`, `?token=`, `?api_key=`, …) replaced by ***. A string that is not a URL
+    but holds `@` keeps only what follows the last `@`, so `user:secret@host` never shows whole."""
     head, sep, rest = url.partition("://")
-    if not sep or rest.startswith("/") or "@" not in rest:
-        return url
-    # Up to the last "@": a password with an unencoded "/", "?" or "@" is still masked whole.
-    userinfo, _, tail = rest.rpartition("@")
-    if ":" in userinfo:
-        userinfo = userinfo.split(":", 1)[0] + ":***"
-    return f"{head}://{userinfo}@{tail}"
+    if not sep:
+        return f"***@{url.rpartition('@')[2]}" if "@" in url else url
+    if not rest.startswith("/") and "@" in rest:
+        # Up to the last "@": a password with an unencoded "/", "?" or "@" is still masked whole.
+        userinfo, _, tail = rest.rpartition("@")
+        if ":" in userinfo:
+            rest = userinfo.split(":", 1)[0] + ":***@" + tail
+    return f"{head}://{_mask_query(rest)}"
+
+
+def _mask_query(rest: str) -> str:
+    """The part after `scheme://` with each secret option's value in the query string masked."""
+    base, sep, query = rest.partition("?")
+    if not sep:
+        return rest
+    fragment = ""
+    if "#" in query:
+        query, fragment = query.split("#", 1)
+        fragment = "#" + fragment
+    parts = []
+    for item in query.split("&"):
+        name, eq, value = item.partition("=")
+        parts.append(f"{name}=***" if eq and value and is_secret_option(unquote(name)) else item)
+    return f"{base}?{'&'.join(parts)}{fragment}"

@@ -16,9 +16,10 @@ else:
 
 
 def as_vector(value: Any, field: str = "embedding", dimension: int | None = None) -> Vector:
-    """Convert a sequence, buffer or array to a read-only 1-D float32 array, or raise.
+    """Convert a sequence, buffer or array of numbers to a read-only 1-D float32 array, or raise.
 
     float32 is the storage type everywhere, so a vector reads back exactly as validated.
+    Strings and booleans are refused, not converted (numpy would read "0.5" and True as numbers).
     """
     import numpy as np
 
@@ -29,7 +30,14 @@ def as_vector(value: Any, field: str = "embedding", dimension: int | None = None
             raise ValidationError.one(field, f"must be a sequence of numbers, not {type(value).__name__}")
         try:
             with np.errstate(over="ignore"):  # too large for float32 becomes inf, rejected below
-                array = np.array(value, dtype=np.float32)
+                array = np.asarray(value)
+                kind = array.dtype.kind
+                if kind == "O" and all(type(x) in (int, float) for x in array.ravel()):
+                    kind = "f"  # ints beyond 64 bits: numbers still (too large ones are refused below)
+                if kind not in "fiu":
+                    raise TypeError("strings and booleans are not numbers" if kind in "USb"
+                                    else f"found {array.dtype} values")
+                array = array.astype(np.float32)
         except (TypeError, ValueError, OverflowError) as exc:
             raise ValidationError.one(field, f"must be a sequence of numbers ({exc})") from None
         if array.ndim != 1:

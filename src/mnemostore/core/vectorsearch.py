@@ -71,5 +71,10 @@ def top_k(values: npt.NDArray[Any], ids: Sequence[str], k: int, metric: str) -> 
         candidates = np.nonzero(signed <= kth)[0]  # keep every row tied with the k-th
     else:
         candidates = np.arange(n)
-    ordered = sorted(candidates.tolist(), key=lambda i: (float(signed[i]), ids[i]))
-    return [(i, float(values[i])) for i in ordered[:k]]
+    keys = signed[candidates]
+    order = np.argsort(keys, kind="stable")
+    ordered: list[int] = candidates[order].tolist()
+    if len(order) > 1 and bool((keys[order[1:]] == keys[order[:-1]]).any()):  # ties: ids decide
+        ordered.sort(key=lambda i: (float(signed[i]), ids[i]))
+    best = ordered[:k]
+    return list(zip(best, values[best].tolist(), strict=True))

@@ -112,7 +112,7 @@ def export_archive(source: str | Store, path: str | os.PathLike[str], *, kinds: 
     report_to: Progress = progress or Silent()
     started = time.perf_counter()
     with ExitStack() as stack:
-        src = stack.enter_context(opened(source))
+        src = stack.enter_context(opened(source, create=False))
         out = stack.enter_context(_writing(target))
         out.write(orjson.dumps({
             "format": FORMAT_NAME, "version": FORMAT_VERSION, "source": src.backend.url.masked,

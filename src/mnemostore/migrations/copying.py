@@ -107,7 +107,7 @@ def copy(source: str | Store, destination: str | Store, *, kinds: Sequence[str] 
     report_to: Progress = progress or Silent()
     started = time.perf_counter()
     with ExitStack() as stack:
-        src = stack.enter_context(opened(source))
+        src = stack.enter_context(opened(source, create=False))
         origin = Origin("store", src.backend.url.masked, src.backend.url.masked, chosen, src.params)
         dst = stack.enter_context(opened(destination, src.params))
         if same_store(src.backend, dst.backend):

@@ -62,11 +62,12 @@ def describe_params(params: StoreParams) -> str:
 
 
 @contextmanager
-def opened(target: str | Store, params: StoreParams | None = None) -> Iterator[Store]:
+def opened(target: str | Store, params: StoreParams | None = None, *, create: bool = True) -> Iterator[Store]:
     """A Store for `target`: opened from a URL (and closed afterwards), or the given Store.
 
     With `params`, the store must have (or take, if it is new) exactly those parameters; a
-    store that disagrees raises SchemaMismatch before anything is written to it.
+    store that disagrees raises SchemaMismatch before anything is written to it. With
+    `create=False` (a source) a URL naming no store raises StoreNotFound, creating nothing.
     """
     from ..core.store import Store, open
 
@@ -79,7 +80,7 @@ def opened(target: str | Store, params: StoreParams | None = None) -> Iterator[S
     if params is not None:
         settings = {key: value for key, value in asdict(params).items() if value is not None}
     try:
-        store = open(target, **settings)
+        store = open(target, create=create, **settings)
     except SchemaMismatch as exc:
         if params is None:
             raise

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core.errors import LockHeld
+from ..core.private_files import open_file
 from .ledger import runner_version, whoami
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class FileLock(MigrationLock):
         with self._mutex:
             if self._fd is not None:
                 return False
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = open_file(self.path, os.O_RDWR)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

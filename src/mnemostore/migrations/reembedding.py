@@ -63,7 +63,7 @@ def reembed(source: str | Store, staging: str | Store, embed: EmbedFunction, *, 
     report_to: Progress = progress or Silent()
     started = time.perf_counter()
     with ExitStack() as stack:
-        src = stack.enter_context(opened(source))
+        src = stack.enter_context(opened(source, create=False))
         params = StoreParams(dimension, src.params.metric, model)
         origin = Origin("reembedding", src.backend.url.masked, f"{src.backend.url.masked} as {model}", chosen,
                         params)

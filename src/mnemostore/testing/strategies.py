@@ -21,10 +21,11 @@ from .factories import BASE_TIME
 SUITE_SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                           HealthCheck.data_too_large],
+                           HealthCheck.data_too_large, HealthCheck.differing_executors],
 )
 """Base settings of every property clause: the `store` fixture is reused across examples
-(clauses clear it themselves) and a slow backend must not fail on timing."""
+(clauses clear it themselves), a slow backend must not fail on timing, and one clause runs
+on every backend's test class (each its own executor)."""
 
 
 def examples(n: int) -> settings:

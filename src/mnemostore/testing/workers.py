@@ -159,6 +159,23 @@ def crash_writer(store: Store, params: dict[str, Any]) -> None:
         emit(str(batch))
 
 
+def searching_writer(store: Store, params: dict[str, Any]) -> None:
+    """Put batch after batch, replace the records of the batch before with new vectors, and search,
+    printing each batch number once done, until killed (bounded like `crash_writer`)."""
+    round, size = params["round"], params["size"]
+    deadline = time.monotonic() + params["seconds"]
+    for batch in range(params["max_batches"]):
+        if time.monotonic() > deadline:
+            return
+        records = batch_records(round, batch, size)
+        store.heuristics.put(records)
+        if batch:  # upserts: a quarter of the batch before, with new vectors
+            store.heuristics.put([record.model_copy(update={"embedding": -record.embedding, "strategy": "replaced"})
+                                  for record in batch_records(round, batch - 1, size)[: size // 4]])
+        store.heuristics.search(records[0].embedding, k=10)
+        emit(str(batch))
+
+
 def counting_migration(id: str, *, kinds: tuple[str, ...] = ("heuristic",), batch_size: int = 500,
                        delay: float = 0.0, fail_on: str | None = None) -> RecordMigration:
     """A record migration that is not idempotent on purpose: it adds 1 to `metadata["runs"]`, so a
@@ -195,6 +212,7 @@ JOBS: dict[str, Callable[[Store, dict[str, Any]], None]] = {
     "appends": appends,
     "upserts": upserts,
     "crash-writer": crash_writer,
+    "searching-writer": searching_writer,
     "migrate": migrate,
 }
 

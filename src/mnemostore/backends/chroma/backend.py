@@ -44,7 +44,7 @@ from ...core.records import KINDS, Record, record_type
 from ...core.vectors import Vector
 from ...core.vectorsearch import scores
 from ...migrations.locking import FileLock, MigrationLock
-from .connect import acquire, max_batch_size, process_migration_lock, release, scrub, write_lock
+from .connect import acquire, max_batch_size, process_migration_lock, release, write_lock
 from .lock import ChromaRowLock
 from .options import ChromaOptions, Location, locate
 from .registry import TenantRegistry
@@ -131,6 +131,22 @@ class ChromaBackend(Backend):
         return f"<ChromaBackend {self.url.masked} prefix={self.options.prefix!r}>"
 
     # lifecycle ---------------------------------------------------------------------------
+    def exists(self) -> bool | None:
+        """In-process (ephemeral): always (a fresh store). Embedded: not without its directory (else
+        core opens it to look). A server: whether the store's meta collection is there."""
+        location = self._location
+        if location.mode == "ephemeral":
+            return True
+        if location.mode == "persistent":
+            return None if location.path is not None and Path(location.path).is_dir() else False
+        client, key = acquire(self.url, location, self.options)
+        try:
+            with self._errors("looking for the store"):
+                names = {getattr(c, "name", c) for c in client.list_collections()}
+            return self.options.prefix + "meta" in names
+        finally:
+            release(key)
+
     def open(self) -> None:
         import chromadb
 
@@ -289,7 +305,7 @@ class ChromaBackend(Backend):
             raise
         except Exception as exc:
             raise BackendError(
-                f"Chroma at {self.url.masked} failed while {action}: {type(exc).__name__}: {scrub(exc, self.url)}"
+                f"Chroma at {self.url.masked} failed while {action}: {type(exc).__name__}: {self.url.scrub(str(exc))}"
             ) from exc
 
     # writing -------------------------------------------------------------------------------

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import BackendError, ConfigError
+from ...core.private_files import make_directories
 from ...core.url import StoreURL
 from ...migrations.locking import ProcessLock
 from .options import ChromaOptions, Location
@@ -116,6 +118,7 @@ def connect(url: StoreURL, location: Location, options: ChromaOptions) -> Client
     try:
         if location.mode == "persistent":
             assert location.path is not None
+            make_directories(Path(location.path))  # owner-only, before Chroma writes into it
             return chromadb.PersistentClient(path=location.path, settings=settings,
                                              tenant=options.chroma_tenant, database=options.database)
         if location.mode == "ephemeral":
@@ -128,7 +131,7 @@ def connect(url: StoreURL, location: Location, options: ChromaOptions) -> Client
                                    ssl=location.ssl, headers=http_headers(url, options), settings=settings,
                                    tenant=options.chroma_tenant, database=options.database)
     except Exception as exc:
-        raise BackendError(f"cannot open Chroma at {url.masked}: {type(exc).__name__}: {scrub(exc, url)}") from None
+        raise BackendError(f"cannot open Chroma at {url.masked}: {type(exc).__name__}: {url.scrub(str(exc))}") from None
 
 
 def ensure_database(location: Location, options: ChromaOptions, settings: Any, url: StoreURL) -> None:
@@ -157,12 +160,4 @@ def ensure_database(location: Location, options: ChromaOptions, settings: Any, u
     except Exception as exc:
         raise BackendError(
             f"cannot create Chroma database {options.chroma_tenant}/{options.database} at {url.masked}: "
-            f"{type(exc).__name__}: {scrub(exc, url)}") from None
-
-
-def scrub(exc: BaseException, url: StoreURL) -> str:
-    """An error message with any secret from the URL or options removed."""
-    text = str(exc)
-    if url.password:
-        text = text.replace(url.password, "***")
-    return text[:500]
+            f"{type(exc).__name__}: {url.scrub(str(exc))}") from None

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, ConfigError, SchemaMismatch, StoreClosed
 from ...core.filters import Expr, matches
+from ...core.private_files import make_directories
 from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
 from ...core.query import parent_ref, sort_records
 from ...core.records import KINDS, Checkpoint, Record, record_type
@@ -110,10 +111,14 @@ class FileBackend(Backend):
         self._open = False
 
     # lifecycle -----------------------------------------------------------------
+    def exists(self) -> bool:
+        """The directory holds a store's `meta.json` (written the first time a store is opened)."""
+        return (self.directory / META_FILE).is_file()
+
     def open(self) -> None:
         directory = self.directory
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            make_directories(directory)
         except FileExistsError:
             raise ConfigError(f"{directory} exists and is not a directory; point the file URL at a directory") from None
         except OSError as exc:

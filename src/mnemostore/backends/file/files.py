@@ -6,6 +6,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ...core.private_files import mode_for_replacement
+
 
 def fsync_directory(directory: Path) -> None:
     """Make renames and creations in `directory` durable."""
@@ -32,11 +34,14 @@ def replace_atomically(path: Path, chunks: Iterable[Iterable[bytes | memoryview]
     """Write `chunks` to a temporary sibling, fsync it, and rename it over `path`.
 
     Readers see the old file or the new one, never a mix; a crash leaves at most a stale
-    `*.tmp` file, which the next replacement overwrites.
+    `*.tmp` file, which the next replacement overwrites. The new file keeps the old one's mode
+    (owner-only if there was none).
     """
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    mode = mode_for_replacement(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
+        os.fchmod(fd, mode)  # exactly the old file's mode (or owner-only), whatever the umask
         for parts in chunks:
             write_all(fd, parts)
         if durable:

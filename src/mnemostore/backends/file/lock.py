@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ...core.private_files import open_file
+
 
 class DirectoryLock:
     """A reader/writer lock on `path` (created if missing)."""
@@ -22,7 +24,7 @@ class DirectoryLock:
         self._fd: int | None = None
 
     def open(self) -> None:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd = open_file(self.path, os.O_RDWR)
 
     def close(self) -> None:
         if self._fd is not None:

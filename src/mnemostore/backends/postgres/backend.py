@@ -130,6 +130,22 @@ class PostgresBackend(Backend):
             params["options"] = f"-c statement_timeout={max(1, round(options.statement_timeout * 1000))}"
         return make_conninfo("", **{key: value for key, value in params.items() if value is not None})
 
+    def exists(self) -> bool:
+        """Whether the store's meta table is in its schema (one catalog lookup; creates nothing)."""
+        import psycopg
+
+        from .schema import Names
+
+        meta = Names(self.options.schema_name, self.options.table_prefix).meta
+        with self._errors("connecting"):
+            if self.options.pool is not None:
+                with self.options.pool.connection() as conn:
+                    found = conn.execute("SELECT to_regclass(%s)", (meta.as_string(conn),)).fetchone()
+            else:
+                with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+                    found = conn.execute("SELECT to_regclass(%s)", (meta.as_string(conn),)).fetchone()
+        return found is not None and found[0] is not None
+
     def open(self) -> None:
         import psycopg
         from psycopg_pool import ConnectionPool
@@ -309,9 +325,7 @@ class PostgresBackend(Backend):
                 f"{action} on {self.url.masked} failed: {type(exc).__name__}: {self._scrub(exc)}") from exc
 
     def _scrub(self, exc: BaseException) -> str:
-        message = str(exc).strip()
-        password = self.url.password
-        return message.replace(password, "***") if password else message
+        return self.url.scrub(str(exc).strip())
 
     @property
     def names(self) -> Names:
@@ -849,7 +863,7 @@ class PostgresBackend(Backend):
             settings = None if preset else (
                 "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
                 (str(ef_search), self.options.iterative_scan))
-        params = [vector, tenant_key(tenant), *compiler.params, vector, k if exact else k + 1]
+        params = [vector, tenant_key(tenant), *compiler.params, k if exact else k + 1]
         with self._errors(f"searching {kind} records"), self._connection() as conn:
             cursor = conn.cursor(binary=not explain)
             with self._tenant_scope(conn, tenant):
@@ -859,26 +873,41 @@ class PostgresBackend(Backend):
                     with conn.pipeline(), conn.transaction():
                         conn.execute(settings[0], settings[1])
                         cursor.execute(statement, params)
-            return cursor.fetchall()
+            rows = cursor.fetchall()
+        if not explain and rows and rows[-1][-1] is None:  # records without an embedding sort last
+            rows = [row for row in rows if row[-1] is not None]
+        return rows
 
     def _nearest_sql(self, kind_layout: KindLayout, metric: str, exact: bool, vectors: bool, explain: bool,
                      condition: bytes) -> sql.Composable:
+        """The nearest rows' statement. The inner query orders only (row address, distance) pairs
+        and the outer one reads the columns of the k it kept: a scan that sorts carries narrow
+        rows (half the time of the wide ones on a small table), an index scan is unaffected. The
+        distance is computed once (ordered by its alias); a record without an embedding is not
+        excluded in SQL (a NOT NULL test on the last column runs first and costs every row a full
+        decode): its NULL distance sorts last, and `_nearest` drops it."""
         from psycopg import sql
 
         operator = sql.SQL("OPERATOR({}.{})").format(
             sql.Identifier(self.names.vector_schema), sql.SQL(_OPERATORS[metric]))
         distance: sql.Composable = sql.SQL("embedding {} %s").format(operator)
-        ordering: sql.Composable = distance
+        inner, ordering = sql.SQL(""), sql.SQL("")
         if exact:
-            if metric == "cosine":  # a zero vector has no direction: similarity 0
-                distance = sql.SQL("coalesce(nullif({}, 'NaN'::float8), 1.0)").format(distance)
-            ordering = sql.SQL("{}, id").format(distance)
-        columns = self._select_list(kind_layout)
+            if metric == "cosine":  # a zero vector has no direction: similarity 0 (NULL stays NULL)
+                distance = sql.SQL(
+                    "coalesce(nullif({}, 'NaN'::float8), CASE WHEN embedding IS NULL THEN NULL ELSE 1.0 END)"
+                ).format(distance)
+            inner, ordering = sql.SQL(", id"), sql.SQL(", s.id")
+        table = self._table(kind_layout)
+        columns = [sql.Identifier("t", column) for column in kind_layout.data_columns]
         if vectors:
-            columns = sql.SQL("{}, embedding").format(columns)
+            columns.append(sql.Identifier("t", "embedding"))
         statement = sql.SQL(
-            "SELECT {}, {} FROM {} WHERE tenant = %s AND embedding IS NOT NULL AND {} ORDER BY {} LIMIT %s"
-        ).format(columns, distance, self._table(kind_layout), sql.SQL(condition.decode()), ordering)
+            "SELECT {columns}, s.distance FROM (SELECT ctid AS row_ref{inner}, {distance} AS distance FROM {table} "
+            "WHERE tenant = %s AND {condition} ORDER BY distance{inner} LIMIT %s) AS s "
+            "JOIN {table} AS t ON t.ctid = s.row_ref ORDER BY s.distance{ordering}"
+        ).format(columns=sql.SQL(", ").join(columns), inner=inner, distance=distance, table=table,
+                 condition=sql.SQL(condition.decode()), ordering=ordering)
         return sql.SQL("EXPLAIN ") + statement if explain else statement
 
 

@@ -32,7 +32,7 @@ from ...core.vectors import Vector
 from ...migrations.locking import FileLock, MigrationLock
 from . import payload as codec
 from .filters import Translation, translate
-from .handles import Handle, acquire, release
+from .handles import Handle, acquire, held_locations, release
 from .ids import meta_point_id, point_id
 from .layout import VECTOR, Layout
 from .options import QdrantOptions, parse_location
@@ -95,6 +95,21 @@ class QdrantBackend(Backend):
         return cls.capabilities
 
     # lifecycle -----------------------------------------------------------------
+    def exists(self) -> bool | None:
+        """In memory: a shared store exists once opened in this process, a private one always (it is
+        fresh). On disk: not without its directory (else core opens it to look). A server: whether
+        the store's meta collection is there."""
+        location = self.location
+        if location.mode == "memory":
+            return location.key() is None or location.key() in held_locations()
+        if location.mode == "disk":
+            return None if location.path is not None and Path(location.path).is_dir() else False
+        handle = acquire(location, self.qdrant_options)
+        try:
+            return bool(handle.client.collection_exists(self.qdrant_options.prefix + "meta"))
+        finally:
+            release(handle)
+
     def open(self) -> None:
         import qdrant_client  # noqa: F401  (a missing driver surfaces here, named by core)
 

@@ -15,9 +15,11 @@ import atexit
 import contextlib
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.errors import BackendError
+from ...core.private_files import make_directories
 from ...migrations.locking import ProcessLock
 from .options import Location, QdrantOptions
 
@@ -67,6 +69,12 @@ def acquire(location: Location, options: QdrantOptions) -> Handle:
         return handle
 
 
+def held_locations() -> set[tuple[str, ...]]:
+    """The locations this process holds a handle for (a shared in-memory store lives as long as one)."""
+    with _HANDLES_LOCK:
+        return set(_HANDLES)
+
+
 def release(handle: Handle) -> None:
     """One Store is done with `handle`; close the client when nothing else uses it."""
     key = handle.location.key()
@@ -86,6 +94,8 @@ def _connect(location: Location, options: QdrantOptions) -> QdrantClient:
     if location.mode == "memory":
         return QdrantClient(location=":memory:")
     if location.mode == "disk":
+        assert location.path is not None
+        make_directories(Path(location.path))  # owner-only, before Qdrant writes into it
         try:
             return QdrantClient(path=location.path)
         except RuntimeError as exc:

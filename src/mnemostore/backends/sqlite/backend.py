@@ -14,6 +14,7 @@ from ...core import codec
 from ...core.capabilities import Capability
 from ...core.errors import ConfigError, StoreClosed, StoreTooNew
 from ...core.filters import Expr
+from ...core.private_files import create_file, make_directories
 from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
 from ...core.records import Checkpoint, Record
 from ...core.url import StoreURL
@@ -22,13 +23,14 @@ from ...core.vectorsearch import prepare_query
 from ...migrations.ledger import LEDGER_KEY
 from ...migrations.locking import FileLock, MigrationLock
 from ...migrations.model import LayoutMigration
-from . import schema
+from . import schema, vector_file
 from .connections import Connections, open_file
 from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, Layout, tenant_key
 from .sql_filters import INLINE_LIMIT, order_sql, where_sql
 from .vector_cache import VectorCache, read_version
+from .vector_files import VectorFiles, replace_token
 
 
 class SQLiteOptions(BaseModel):
@@ -95,12 +97,32 @@ class SQLiteBackend(Backend):
     _db: Connections | None = None
     _cache: VectorCache | None = None
 
+    def exists(self) -> bool:
+        """The file exists and holds mnemostore's meta table (read-only: a foreign or missing
+        database is left exactly as it was)."""
+        path = database_path(self.url)
+        if not path.is_file():
+            return False
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return False
+        try:
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                 (META_TABLE,)).fetchone()
+        except sqlite3.DatabaseError:
+            return False  # not a SQLite database at all
+        finally:
+            conn.close()
+        return found is not None
+
     def open(self) -> None:
         options = self.options
         assert isinstance(options, SQLiteOptions)
         path = database_path(self.url)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_directories(path.parent)
+            create_file(path)  # owner-only; SQLite gives its -wal and -shm files the same mode
         except OSError as exc:
             raise ConfigError(f"cannot create the directory for {path}: {exc}") from exc
         open_file(path, options.busy_timeout)
@@ -118,10 +140,10 @@ class SQLiteBackend(Backend):
             raise
 
     def close(self) -> None:
+        if self._cache is not None:  # first: its writer may still need the database
+            self._cache.close()
         if self._db is not None:
             self._db.close()
-        if self._cache is not None:
-            self._cache.clear()
 
     @property
     def db(self) -> Connections:
@@ -162,16 +184,19 @@ class SQLiteBackend(Backend):
 
     def run_layout(self, migration: LayoutMigration, direction: Literal["up", "down"],
                    ledger: Mapping[str, Any]) -> None:
-        """Statements and ledger row in one transaction: a failed step leaves no trace."""
+        """Statements and ledger row in one transaction: a failed step leaves no trace. A function
+        step runs first in transactions of its own (it must leave a layout both sides read)."""
         step = migration.step(direction)
         text = orjson.dumps(ledger).decode()
+        if callable(step):
+            step(self)
+            step = ()
 
         def work(conn: sqlite3.Connection) -> None:
-            if callable(step):
-                raise TypeError("SQLite layout steps are SQL statements")
             for statement in step:
                 conn.execute(statement)
             conn.execute(f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)", (LEDGER_KEY, text))
+            replace_token(conn)  # no vector cache file from before the migration is trusted
 
         self.db.write(work)
         self._cache = None
@@ -309,7 +334,7 @@ class SQLiteBackend(Backend):
             matrix = cache.matrix(conn, kind, layout.table, tenant_value, version)
             if matrix.n == 0:
                 return []
-            rows = None if where is None else matrix.positions_of(
+            rows = matrix.live if where is None else matrix.positions_of(
                 _matching_seqs(conn, layout, tenant_value, where))
             if rows is not None and len(rows) == 0:
                 return []
@@ -323,12 +348,16 @@ class SQLiteBackend(Backend):
             records = _records_by_seq(conn, kind, layout, [seq for seq, _ in ranked], vectors)
             return [Hit(records[seq], score) for seq, score in ranked if seq in records]
 
-        return self.db.read(fetch)
+        hits = self.db.read(fetch)
+        cache.settle()
+        return hits
 
     def _vector_cache(self) -> VectorCache:
         cache = self._cache
         if cache is None or cache.metric != self.params.metric:
-            cache = self._cache = VectorCache(self.params.metric)
+            metric = self.params.metric
+            files = VectorFiles(self.path, self.db, metric) if vector_file.SUPPORTED else None
+            cache = self._cache = VectorCache(metric, files)
         return cache
 
 

@@ -3,6 +3,8 @@ older mnemostore (which reads only that) refuses a store laid out by a newer one
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...core.records import KINDS
 from ...migrations.model import LayoutMigration
 from .schema import EPOCH_TABLE, LAYOUTS, quote
@@ -39,5 +41,32 @@ _PROJECT_INDEXES = LayoutMigration(
     ),
 )
 
-HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _PROJECT_INDEXES)
+
+
+def _inflate_documents(backend: Any) -> None:
+    """Down from layout 3 (a function: SQL cannot inflate zstd): every compressed document is
+    rewritten as plain orjson in one transaction, then `user_version` goes back to 2. A crash
+    before the commit leaves layout 3, which reads both forms. (The checksum covers this source.)"""
+    from ...core.compression import inflate, is_compressed
+
+    def work(conn: Any) -> None:
+        for layout in LAYOUTS.values():
+            rows = conn.execute(f"SELECT seq, doc FROM {layout.table}").fetchall()
+            changed = [(inflate(doc), seq) for seq, doc in rows if is_compressed(doc)]
+            conn.executemany(f"UPDATE {layout.table} SET doc = ? WHERE seq = ?", changed)
+        conn.execute("PRAGMA user_version = 2")
+
+    backend.db.write(work)
+
+
+_COMPRESSED_DOCS = LayoutMigration(
+    "sqlite.0003_compressed_docs",
+    backend="sqlite",
+    description="documents of 4 KB or more are stored zstd-compressed (a checkpoint's state is most of "
+                "what a save writes); rows written before stay plain JSON and read as they are",
+    up=("PRAGMA user_version = 3",),
+    down=_inflate_documents,
+)
+
+HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS)
 NEWEST_USER_VERSION = len(HISTORY)

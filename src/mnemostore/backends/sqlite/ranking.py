@@ -10,6 +10,8 @@ and only those are scored by `scores` and ordered by `top_k`: the result is what
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...core.vectorsearch import scores, top_k
@@ -24,15 +26,13 @@ EXACT_BELOW = 1024
 
 
 def rank(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query: npt.NDArray[np.float32],
-         ids: list[str], k: int, metric: str, rows: npt.NDArray[np.intp] | None = None,
+         ids: Sequence[str], k: int, metric: str, rows: npt.NDArray[np.intp] | None = None,
          ) -> list[tuple[int, float]]:
     """(row, score) of the k best rows of `matrix` (only `rows`, if given), best first, ties by id.
 
     `matrix` rows are prepared for `metric` (unit length for cosine), `norms` are their
     Euclidean norms (for cosine, 1 will do), and `query` came from `prepare_query`.
     """
-    import numpy as np
-
     pool = rows
     if len(matrix) >= EXACT_BELOW and (rows is None or len(rows) >= EXACT_BELOW):
         if rows is not None and 4 * len(rows) <= len(matrix):  # few rows: gather them first
@@ -41,9 +41,10 @@ def rank(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query:
             coarse = _coarse(matrix, norms, query, metric)
             if rows is not None:
                 coarse = coarse[rows]
-        pool_norms = norms if rows is None else norms[rows]
-        keep = _candidates(coarse, k, metric, _slack(matrix.shape[1], float(pool_norms.max()),
-                                                      float(np.linalg.norm(query)), metric))
+        # cosine rows and query are unit length (or zero): 1 bounds both norms
+        max_norm = 1.0 if metric == "cosine" else float((norms if rows is None else norms[rows]).max())
+        query_norm = 1.0 if metric == "cosine" else math.sqrt(float(query @ query))
+        keep = _candidates(coarse, k, metric, _slack(matrix.shape[1], max_norm, query_norm, metric))
         pool = keep if rows is None else rows[keep]
     if pool is None:
         return top_k(scores(matrix, query, metric, prepared=True), ids, k, metric)
@@ -70,8 +71,6 @@ def _slack(dimension: int, max_norm: float, query_norm: float, metric: str) -> f
 
 def _candidates(coarse: npt.NDArray[np.float32], k: int, metric: str, slack: float) -> npt.NDArray[np.intp]:
     """Positions whose exact score could be among the k best."""
-    import math
-
     import numpy as np
 
     n = len(coarse)

@@ -1,7 +1,8 @@
 """The SQLite layout: one table per kind, projected filter columns, and row encoding.
 
-Each record is stored as its JSON document (`codec.encode_document`) plus its float32
-vector blob, with one column per `filterable` field so filters and orderings run in SQL.
+Each record is stored as its JSON document (`codec.encode_document`, zstd-compressed from
+4 KB since layout 3: `core.compression`) plus its float32 vector blob, with one column per
+`filterable` field so filters and orderings run in SQL.
 Datetimes are projected as integer microseconds (ordering by instant), bools as 0/1,
 the default tenant as ''. `seq` is the rowid: every insert or replace takes a new, higher
 one, which lets the vector cache find what changed since it was built.
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 
 from ...core import codec
+from ...core.compression import deflate
 from ...core.records import KINDS, Record, record_type
 
 META_TABLE = "mnemo_meta"
@@ -142,7 +144,7 @@ class Layout:
             return (data["tenant_id"] or "", *get_plain(data), *converted,
                     None if embedding is None else embedding.tobytes(),
                     dumps(metadata).decode() if metadata else None,
-                    encode_document(record))
+                    deflate(encode_document(record)))
 
         return encode
 

@@ -10,7 +10,7 @@ from ...core.filters import F
 from ...core.store import Store
 from ..factories import batch, make, vectors
 from ..oracle import assert_same_records
-from ..requirements import requires
+from ..requirements import requires, since
 from . import each_kind
 
 
@@ -158,3 +158,32 @@ class BasicClauses:
         written = store.collection(kind).put([make(kind, 1)])
         assert written[0].tenant_id == store.tenant
         assert store.collection(kind).get(written[0].id).tenant_id == store.tenant  # type: ignore[union-attr]
+
+    @since("1.3")
+    @each_kind
+    def test_a_repeated_id_is_read_deleted_and_filtered_once(self, store: Store, kind: str) -> None:
+        """Rule: ids in `get_many`, `delete` and `in`/`not in` filters form a set (first occurrence
+        kept for ordering); a missing id among them changes nothing."""
+        collection = store.collection(kind)
+        a, b, c = make(kind, 1), make(kind, 2), make(kind, 3)
+        collection.put([a, b, c])
+        assert [r.id for r in collection.get_many([b.id, a.id, b.id, "missing", a.id])] == [b.id, a.id]
+        assert collection.count(F.id.in_([a.id, a.id, b.id, b.id])) == 2
+        assert collection.count(F.id.not_in([a.id, a.id])) == 2
+        assert [r.id for r in collection.all(F.id.in_([c.id, c.id]))] == [c.id]
+        assert collection.delete([a.id, a.id]) == 1
+        assert collection.delete([b.id, b.id, "missing", "missing"]) == 1
+        assert collection.delete(where=F.id.in_([c.id, c.id, a.id])) == 1
+        assert collection.count() == 0
+
+    @since("1.3")
+    @each_kind
+    def test_a_batch_naming_one_id_twice_is_refused_and_writes_nothing(self, store: Store, kind: str) -> None:
+        """Rule: one `put` holds each id once; a repeat is a ValidationError naming both positions,
+        never a silent pick (which copy would win differs between engines)."""
+        collection = store.collection(kind)
+        first = make(kind, 1)
+        again = make(kind, 2, id=first.id)
+        with pytest.raises(ValidationError, match=r"records\[2\]\.id.*records\[0\]"):
+            collection.put([first, make(kind, 3), again])
+        assert collection.count() == 0

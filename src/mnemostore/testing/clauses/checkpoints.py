@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
@@ -47,9 +48,51 @@ def assert_one_chain(checkpoints: list[Checkpoint]) -> None:
     assert [c.parent_ids for c in ordered] == [[], *[[c.id] for c in ordered[:-1]]]
 
 
+LOOKUPS = ("query_values", "query", "get")
+"""The backend reads a save with the default parent may look its parent up with."""
+
+PAIR_WAIT = 1.0
+"""Seconds a lookup waits for a second one to meet it: paid once per clause by a backend that locks."""
+
+
+@contextmanager
+def lookups_meet_in_pairs(store: Store, wait: float = PAIR_WAIT) -> Iterator[None]:
+    """Make the backend's lookups (`LOOKUPS`) rendezvous two by two before they return, for as long
+    as pairs keep meeting: two saves that look the parent up outside any lock both read it before
+    either writes, so a backend that does not serialise appends forks on every run, however loaded
+    the machine. A backend that locks around its lookup never lets a second one in: the wait times
+    out once (a timeout, never a deadlock) and its saves then run unhindered."""
+    backend = store.backend
+    pair = threading.Barrier(2, timeout=wait)
+
+    def meeting(read: Callable[..., Any]) -> Callable[..., Any]:
+        def looked_up(*args: Any, **kwargs: Any) -> Any:
+            result = read(*args, **kwargs)
+            if not pair.broken:
+                with suppress(threading.BrokenBarrierError):
+                    pair.wait()
+            return result
+        return looked_up
+
+    wrapped = []
+    for name in LOOKUPS:
+        try:
+            setattr(backend, name, meeting(getattr(backend, name)))
+        except AttributeError:  # slots or a read-only attribute: that lookup races unforced
+            continue
+        wrapped.append(name)
+    try:
+        yield
+    finally:
+        for name in wrapped:
+            delattr(backend, name)
+
+
 def save_concurrently(store: Store, run_of: Callable[[int], str], savers: int = SAVERS,
                       saves: int = SAVES) -> list[Checkpoint]:
-    """`savers` threads, started together, each saving `saves` checkpoints with the default parent."""
+    """`savers` threads, started together, each saving `saves` checkpoints with the default parent:
+    their parent lookups forced to interleave (`lookups_meet_in_pairs`), and threads switched
+    often so a race inside a backend's own code shows too."""
     saved: list[Checkpoint] = []
     barrier = threading.Barrier(savers)
 
@@ -60,12 +103,13 @@ def save_concurrently(store: Store, run_of: Callable[[int], str], savers: int = 
 
     threads = [threading.Thread(target=saver, args=(worker,)) for worker in range(savers)]
     interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads often, so a race shows in a backend that never waits on I/O
+    sys.setswitchinterval(1e-6)
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        with lookups_meet_in_pairs(store):
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
     finally:
         sys.setswitchinterval(interval)
     return saved
@@ -261,3 +305,29 @@ class CheckpointClauses:
         reordered = cps.save("run", {"only": {"y": [{"q": 2, "p": 1}], "x": 1}})
         assert nested.state_hash == reordered.state_hash
 
+
+    @since("1.3")
+    def test_a_checkpoint_is_accepted_wherever_its_id_is(self, store: Store) -> None:
+        cps = store.checkpoints
+        a = cps.save("run", {"n": 1})
+        b = cps.save("run", {"n": 2}, parent=a)
+        c = cps.save("run", {"n": 3}, parent=[a, b.id], branch="side")
+        merged = cps.merge("run", [b, c])
+        assert (b.parent_ids, c.parent_ids, merged.parent_ids) == ([a.id], [a.id, b.id], [b.id, c.id])
+        assert [x.id for x in cps.lineage(merged)] == [merged.id, b.id, a.id]
+        for bad in (42, b"an-id", {"id": a.id}, [a.id, 3], 2.5):
+            with pytest.raises(ValidationError, match=r"checkpoint id(, | or )a Checkpoint"):
+                cps.save("run", {}, parent=bad)
+        with pytest.raises(ValidationError, match="checkpoint id or a Checkpoint"):
+            cps.lineage(42)  # type: ignore[arg-type]
+        assert cps.count() == 4
+
+    @since("1.3")
+    def test_restoring_a_state_that_does_not_fit_the_model_names_the_field_and_checkpoint(
+            self, store: Store) -> None:
+        saved = store.checkpoints.save("run", {"step": "not a number", "messages": [], "started": "x"})
+        with pytest.raises(ValidationError) as caught:
+            store.checkpoints.restore("run", AgentState)
+        fields = [field for field, _ in caught.value.errors]
+        assert "state.step" in fields and "state.started" in fields
+        assert saved.id in str(caught.value) and "AgentState" in str(caught.value)

@@ -16,14 +16,17 @@ from typing import Any
 from ...core.capabilities import Capability
 from ...core.records import Record
 from ...core.store import Store
-from ..oracle import assert_same_records
-from ..requirements import requires
+from ..factories import vectors
+from ..oracle import assert_same_records, reference_search
+from ..requirements import requires, since
 from ..subprocesses import workers_running
-from ..workers import crash_batch
+from ..workers import CRASH_DIMENSION, crash_batch
+from .vectors import assert_hits
 
 ROUNDS = 3
 BATCH_SIZE = 200
 LARGE_STATE_MB = 5.5
+SEARCH_BATCH = 40
 WRITER_SECONDS = 30.0
 """A writer stops by itself after this long, should the parent fail to kill it."""
 
@@ -32,9 +35,9 @@ Acknowledged = dict[int, set[int]]
 
 
 def kill_a_writer(store_url: str, store_options: dict[str, Any], params: dict[str, Any],
-                  pause: float) -> set[int]:
+                  pause: float, job: str = "crash-writer") -> set[int]:
     """Run a crash writer, SIGKILL it `pause` seconds after its first acknowledgement; return what it acknowledged."""
-    with workers_running("crash-writer", store_url, store_options, [params]) as (writer,):
+    with workers_running(job, store_url, store_options, [params]) as (writer,):
         writer.ready()
         first = writer.line()
         assert first is not None, writer.stderr()
@@ -93,3 +96,20 @@ class CrashClauses:
             self, open_store: Callable[..., Store], store_url: str, store_options: dict[str, Any]) -> None:
         crash_rounds(open_store, store_url, store_options, "checkpoint", {"megabytes": LARGE_STATE_MB},
                      seed="crash-checkpoints", longest_pause=0.4)
+
+    @since("1.3")
+    @requires(Capability.CRASH_SAFE, Capability.PERSISTENT, Capability.VECTOR_COSINE)
+    def test_a_searching_writer_killed_at_any_moment_leaves_exact_search(
+            self, open_store: Callable[..., Store], store_url: str, store_options: dict[str, Any]) -> None:
+        """A writer that upserts and searches between writes keeps whatever caches or side files its
+        backend has warm and changing; killed at a random moment, it leaves searches exact."""
+        pauses = random.Random("crash-search")
+        for round in range(ROUNDS):
+            writer = {"round": round, "size": SEARCH_BATCH, "seconds": WRITER_SECONDS, "max_batches": 16}
+            kill_a_writer(store_url, store_options, writer, pauses.uniform(0.0, 0.4), job="searching-writer")
+            store = open_store()
+            stored = list(store.heuristics.iterate())
+            for query in vectors(3, CRASH_DIMENSION, seed=round):
+                expected = reference_search(stored, query, 10, store.params.metric)
+                assert_hits(store.heuristics.search(query, k=10), expected, stored)
+            store.close()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +19,7 @@ from ...core.records import Record, record_type
 from ...core.store import Store
 from ..factories import BASE_TIME, OPTIONAL_FIELDS, make
 from ..oracle import expected_order
+from ..requirements import since
 from ..strategies import examples, orderings, records
 from . import clear, each_kind
 
@@ -169,3 +172,30 @@ class OrderingClauses:
         store.collection(kind).put(written)
         got = [r.id for r in store.collection(kind).iterate(order_by="-created_at", batch_size=3)]
         assert got == expected_order(kind, written, None, "-created_at")
+
+    @since("1.3")
+    @examples(25)
+    @given(data=st.data())
+    def test_a_forged_cursor_pages_or_is_refused_as_a_cursor(self, store: Store, data: st.DataObject) -> None:
+        """A cursor with the right encoding and fingerprint but forged values (wrong types, naive or
+        unparsable datetimes, lists, huge numbers) either reads a page or raises ValidationError
+        naming `cursor`: never a driver error, a bare TypeError or an assertion."""
+        if not store.heuristics.count():
+            store.heuristics.put([make("heuristic", i) for i in range(3)])
+        order_by = data.draw(st.sampled_from(["created_at", "-confidence", "agent", "-occurrence_count"]))
+        first = store.heuristics.query(order_by=order_by, limit=1)
+        assert first.next_cursor is not None
+        fingerprint, values = orjson.loads(base64.urlsafe_b64decode(first.next_cursor + "=" * 4))
+        forged_value = st.one_of(
+            st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(), st.text(max_size=6),
+            st.sampled_from(["not-a-date", "2025-01-01T00:00:00", "2025-01-01T00:00:00+00:00", "\x00"]),
+            st.lists(st.integers(-9, 9), max_size=2),
+            st.dictionaries(st.text(max_size=2), st.integers(-9, 9), max_size=1))
+        forged = data.draw(st.lists(forged_value, min_size=len(values), max_size=len(values)), label="values")
+        cursor = base64.urlsafe_b64encode(orjson.dumps([fingerprint, forged])).decode().rstrip("=")
+        try:
+            page = store.heuristics.query(order_by=order_by, limit=2, cursor=cursor)
+        except ValidationError as exc:
+            assert [field for field, _ in exc.errors] == ["cursor"], exc.errors
+        else:
+            assert len(page.items) <= 2

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 from ...core.capabilities import Capability
+from ...core.errors import StoreNotFound
 from ...core.records import KINDS, Record
-from ...core.store import Store
+from ...core.store import Store, open
 from ..factories import make, nested_metadata, offset_time, vectors
 from ..oracle import assert_same_records
-from ..requirements import requires
+from ..requirements import requires, since
 
 DIMENSION = 8
 
@@ -87,3 +91,17 @@ class PersistenceClauses:
         assert_same_records([second.outcomes.get(make("outcome", 1).id)], [make("outcome", 1).model_copy()])
         second.outcomes.delete(where={})
         assert first.outcomes.count() == 0
+
+    @since("1.3")
+    def test_opening_to_read_a_store_never_created_raises_and_creates_nothing(
+            self, store_url: str, store_options: dict[str, Any], open_store: Callable[..., Store]) -> None:
+        """`open(url, create=False)` (what `info`, `export` and `copy`'s source use) refuses a store
+        that does not exist, naming the URL, and leaves nothing behind; an existing one opens."""
+        for _ in range(2):  # the second refusal proves the first created nothing
+            with pytest.raises(StoreNotFound, match="no mnemostore store at"):
+                open(store_url, create=False, **store_options)
+        created = open_store()
+        assert [created.collection(kind).count() for kind in KINDS] == [0] * len(KINDS)
+        created.outcomes.add(make("outcome", 1))
+        reader = open_store(create=False)
+        assert reader.outcomes.count() == 1

@@ -14,7 +14,7 @@ from ...core.filters import F
 from ...core.store import Store
 from ..factories import BASE_TIME, make, offset_time
 from ..oracle import assert_same_records
-from ..requirements import requires
+from ..requirements import requires, since
 from . import each_kind
 
 INJECTION_NAMES = (
@@ -124,11 +124,25 @@ class UpdateClauses:
         store.heuristics.reinforce(original.id, success=True)
         final = store.heuristics.reinforce(original.id, success=False)
         assert (final.occurrence_count, final.success_count) == (3, 2)
-        assert final.confidence == pytest.approx(2 / 3)
+        assert final.confidence == pytest.approx((0.5 * 2 + 2) / (2 + 3))  # the 0.5 counts as two uses
         assert final.last_validated is not None and final.last_validated > BASE_TIME
         got = store.heuristics.get(original.id)
         assert got is not None
         assert (got.occurrence_count, got.success_count, got.confidence) == (3, 2, final.confidence)
+
+    @since("1.3")
+    def test_reinforce_keeps_a_confidence_the_application_set_as_a_prior(self, store: Store) -> None:
+        trusted = make("heuristic", 1, occurrence_count=0, success_count=0, confidence=0.95)
+        store.heuristics.put([trusted])
+        after_failure = store.heuristics.reinforce(trusted.id, success=False)
+        assert after_failure.confidence == pytest.approx(0.95 * 2 / 3)  # not 0.0
+        for _ in range(4):
+            final = store.heuristics.reinforce(trusted.id, success=True)
+        assert final.confidence == pytest.approx((0.95 * 2 + 4) / (2 + 5))
+        assert store.heuristics[trusted.id].prior_confidence == 0.95  # kept, and read back
+        counted = make("heuristic", 2, occurrence_count=4, success_count=10, confidence=0.5)
+        store.heuristics.put([counted])  # counters written with more successes than uses
+        assert 0.0 <= store.heuristics.reinforce(counted.id).confidence <= 1.0
 
     def test_seen_counts_and_stamps_last_seen(self, store: Store) -> None:
         original = make("anti_pattern", 1, occurrence_count=1)

@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 
-from ...core.errors import SchemaMismatch, ValidationError
+from ...core.capabilities import Capability
+from ...core.errors import ConfigError, SchemaMismatch, ValidationError
+from ...core.jsonvalues import MAX_DEPTH
 from ...core.records import KINDS
 from ...core.store import Store
 from ..factories import fields, make, vectors
 from ..oracle import assert_same_records
+from ..requirements import since
 from . import each_kind
 
 NAIVE = datetime(2025, 1, 1, 12, 0)
@@ -148,3 +151,53 @@ class ValidationClauses:
         with pytest.raises(ValidationError):
             store.outcomes.put([make("outcome", 1, agent="changed"), fields("outcome", 2, created_at=NAIVE)])
         assert_same_records([store.outcomes.get(original.id)], [original])
+
+    @since("1.3")
+    def test_values_nested_too_deep_are_refused_naming_the_field(self, store: Store) -> None:
+        """A state, metadata or update value nesting past MAX_DEPTH is a ValidationError naming the
+        field and the limit (never a RecursionError or a driver error); nothing is written."""
+        kept = store.checkpoints.save("run", {"step": 1})
+        outcome = store.outcomes.add(make("outcome", 1))
+        attempts: list[tuple[str, Callable[[Any], object]]] = [
+            ("records[0].state", lambda v: store.checkpoints.save("run", v)),
+            ("records[0].metadata", lambda v: store.outcomes.add(task_type="t", success=True, metadata=v)),
+            ("set.metadata", lambda v: store.outcomes.update(outcome.id, set={"metadata": v})),
+            ("set.state", lambda v: store.checkpoints.update(kept.id, set={"state": v})),
+        ]
+        for depth in (MAX_DEPTH + 1, 300, 3_000):
+            for field, attempt in attempts:
+                with pytest.raises(ValidationError, match=f"deeper than {MAX_DEPTH} levels") as caught:
+                    attempt(_nested(depth))
+                assert caught.value.errors[0][0].startswith(field)
+        assert_same_records(store.checkpoints.all(), [kept])
+        assert_same_records(store.outcomes.all(), [outcome])
+        deepest = _nested(MAX_DEPTH)
+        saved = store.checkpoints.save("run", deepest)
+        store.outcomes.update(outcome.id, set={"metadata": deepest})
+        assert store.checkpoints.get(saved.id).state == deepest  # type: ignore[union-attr]
+        assert store.outcomes.get(outcome.id).metadata == deepest  # type: ignore[union-attr]
+
+    @since("1.3")
+    def test_embeddings_of_strings_or_booleans_are_refused_not_converted(self, store: Store) -> None:
+        searches = Capability.VECTOR_COSINE in store.capabilities
+        for bad in (["1", "0.5", "0"], [True, False, True], [0.5, "1", 0.25]):
+            with pytest.raises(ValidationError, match="embedding"):
+                store.embeddings.add(text="x", embedding=bad)
+            if searches:
+                with pytest.raises(ValidationError, match="vector"):
+                    store.search("embedding", bad, 1)
+        assert store.embeddings.count() == 0
+
+    @since("1.3")
+    def test_a_tenant_no_record_could_hold_is_refused_on_open(self, open_store: Callable[..., Store]) -> None:
+        for bad in ("team\x00a", "t" * 513, ""):
+            with pytest.raises(ConfigError, match="tenant"):
+                open_store(tenant=bad)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    """A JSON object `depth` levels deep (the innermost holds a number)."""
+    value: Any = 1
+    for _ in range(depth - 1):
+        value = {"k": value}
+    return {"k": value}
