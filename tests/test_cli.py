@@ -49,6 +49,8 @@ def test_demo_writes_memory_and_recalls_it_with_a_filtered_search(
     assert "confidence 0.75 -> 0.79 (4 of 5 uses succeeded)" in out
     assert "merge <- run_tests <- edit <- plan" in out
     assert "Restored the latest state as RunState" in out
+    assert ("(the merge's rule: files_changed union; notes union; tests_passed max; every other field, step "
+            "included, from the last parent, write_docs)") in out
 
 
 def test_demo_is_repeatable_and_does_not_pile_up_records(
@@ -227,8 +229,9 @@ def test_readme_python_examples_run_as_written(store_url: str) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     blocks = [block.split("```", 1)[0] for block in readme.split("```python\n")[1:]]
     assert len(blocks) >= 3
-    namespace: dict[str, object] = {"__name__": "readme"}
-    exec(compile("\n".join(blocks), "README.md", "exec"), namespace)
+    code = compile("\n".join(blocks), "README.md", "exec")
+    for _ in range(2):  # people paste the quick start twice: it must hold on the store it left
+        exec(code, {"__name__": "readme"})
     assert Path("agent-memory.db").exists()  # the quick start's relative sqlite URL, in the cwd
 
 

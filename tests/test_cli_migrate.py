@@ -139,7 +139,6 @@ def test_a_held_lock_is_shown_waited_for_and_broken(capsys: pytest.CaptureFixtur
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(capsys, "migrate")[0] == 2
-    assert run_cli(capsys, "migrate", "up")[0] == 2
     assert run_cli(capsys, "migrate", "accept", "memory://x")[0] == 2
     code, _, err = run_cli(capsys, "migrate", "status", "memory://x", "--migrations", "nope")
     assert code == 1 and "expected MODULE:NAME" in err

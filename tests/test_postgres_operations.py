@@ -20,7 +20,9 @@ from mnemostore.backends.postgres import PostgresBackend
 from mnemostore.core.errors import BackendError, ConfigError
 from mnemostore.core.filters import F
 from mnemostore.core.store import Store
+from mnemostore.testing.clauses.vectors import assert_hits
 from mnemostore.testing.factories import make, vectors
+from mnemostore.testing.oracle import reference_search
 
 __all__ = ["postgres_server"]
 
@@ -99,23 +101,49 @@ def test_password_never_appears_in_reprs_errors_or_logs(
         assert PASSWORD not in text
 
 
-def test_hnsw_index_serves_plain_and_filtered_search(postgres_server: PostgresTestServer) -> None:
+@pytest.fixture(scope="module")
+def needles(postgres_server: PostgresTestServer) -> Iterator[tuple[Store, np.ndarray]]:
+    """3,000 embeddings (HNSW, ef_search 40), one in 20 a needle by agent and by model, analysed."""
     # pgvector costs an index scan by ef_search: on a table this small, at the default 60, the
     # planner rightly sorts the 150 rows the filter leaves instead. 40 shows the query's shape.
     with mnemostore.open(postgres_server.url(index="hnsw", hnsw_ef_search="40")) as store:
         matrix = vectors(3000, 32, seed=1)
-        store.embeddings.put([make("embedding", i, agent="needle" if i % 20 == 0 else "hay", embedding=matrix[i])
+        store.embeddings.put([make("embedding", i, agent="needle" if i % 20 == 0 else "hay",
+                                   model="needle" if i % 20 == 0 else "hay", embedding=matrix[i])
                               for i in range(3000)])
         with psycopg.connect(conninfo(store), autocommit=True) as conn:
             conn.execute(f'ANALYZE "{store.backend.options.schema_name}".mnemo_embedding')  # type: ignore[attr-defined]
-        backend = store.backend
-        assert isinstance(backend, PostgresBackend)
-        for where in (None, F.agent == "needle"):
-            plan = backend.explain_search("embedding", None, matrix[7], 10, where)
-            assert "mnemo_embedding_hnsw" in plan, plan
-        hits = store.embeddings.search(matrix[20], k=10, where=F.agent == "needle")
-        assert len(hits) == 10 and hits[0].record.id == make("embedding", 20).id
-        assert all(hit.record.agent == "needle" for hit in hits)
+        yield store, matrix
+
+
+def test_hnsw_index_serves_plain_and_filtered_search(needles: tuple[Store, np.ndarray]) -> None:
+    store, matrix = needles
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    for where in (None, F.model == "needle"):  # no btree index on model: the graph walk filters
+        plan = backend.explain_search("embedding", None, matrix[7], 10, where)
+        assert "mnemo_embedding_hnsw" in plan, plan
+    hits = store.embeddings.search(matrix[20], k=10, where=F.model == "needle")
+    assert len(hits) == 10 and hits[0].record.id == make("embedding", 20).id
+    assert all(hit.record.model == "needle" for hit in hits)
+
+
+def test_a_selective_scope_filter_reads_its_index_and_sorts_exactly(needles: tuple[Store, np.ndarray]) -> None:
+    """150 of 3,000 rows by agent: the first query already reads them by the (tenant, agent)
+    index and sorts them, which is cheaper than the graph walk and exact."""
+    store, matrix = needles
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    for where in (F.agent == "needle", F.agent.in_(["needle", "pin"])):
+        plan = backend.explain_search("embedding", None, matrix[7], 10, where)
+        assert "mnemo_embedding_agent" in plan and "mnemo_embedding_hnsw" not in plan, plan
+    picked = np.arange(0, 3000, 20)
+    for query in vectors(3, 32, seed=2):
+        hits = store.embeddings.search(query, k=10, where=F.agent == "needle", vectors=False)
+        rows = matrix[picked].astype(np.float64)
+        similarity = rows @ query / (np.linalg.norm(rows, axis=1) * np.linalg.norm(query))
+        assert [hit.record.id for hit in hits] == [make("embedding", int(picked[i])).id
+                                                   for i in np.argsort(-similarity, kind="stable")[:10]]
 
 
 def test_existing_pool_is_borrowed_and_left_open(postgres_server: PostgresTestServer) -> None:
@@ -207,6 +235,25 @@ def test_a_connection_the_server_closed_is_replaced_without_a_ping_per_call(
         assert killed is not None and killed[0] >= 1
         time.sleep(0.2)  # the FATAL message reaches the idle sockets
         assert store.heuristics.get(record.id) == record
+
+
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_records_without_embeddings_stay_out_of_every_search_and_zero_vectors_score_zero(
+        postgres_server: PostgresTestServer, index: str) -> None:
+    """The search statement does not test `embedding IS NOT NULL` (see `_nearest_sql`): a record
+    without one has no distance and is dropped, also where a zero vector's NaN distance is
+    turned into cosine similarity 0 (the exact query), and when fewer than k have one."""
+    with mnemostore.open(postgres_server.url(index=index)) as store:
+        written = [make("embedding", i, embedding=v) for i, v in enumerate(vectors(6, 4, seed=9))]
+        written += [make("embedding", 6, embedding=[0.0] * 4)]
+        written += [make("embedding", i) for i in range(7, 30)]
+        store.embeddings.put(written)
+        for query in [*vectors(2, 4, seed=10), np.zeros(4, dtype=np.float32)]:
+            for k, where in ((3, None), (7, None), (30, None), (30, F.agent == written[0].agent)):
+                expected = reference_search(written, query, k, "cosine", where)
+                assert_hits(store.embeddings.search(query, k=k, where=where), expected, written)
+                without = store.embeddings.search(query, k=k, where=where, vectors=False)
+                assert [(hit.record.id, pytest.approx(hit.score, abs=1e-5)) for hit in without] == expected
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot", "l2"])

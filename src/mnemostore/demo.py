@@ -235,6 +235,10 @@ def _write(store: Store, embed: HashingEmbedder) -> dict[str, int]:
     return {"outcome": len(outcomes), "heuristic": len(heuristics), "anti_pattern": len(anti_patterns)}
 
 
+MERGE_REDUCERS = {"files_changed": "union", "notes": "union", "tests_passed": "max"}
+"""How the demo's merge combines its branches; a field without a reducer takes the last parent's value."""
+
+
 def _checkpoints(store: Store) -> Checkpoint:
     """A run that plans, edits, tests and documents in parallel branches, then merges them."""
     save = store.checkpoints.save
@@ -255,5 +259,5 @@ def _checkpoints(store: Store) -> Checkpoint:
                 id=_id("checkpoint", "docs"), **common)
     return store.checkpoints.merge(
         RUN_ID, [tests.id, docs.id], node_id="merge", id=_id("checkpoint", "merge"),
-        reducers={"files_changed": "union", "notes": "union", "tests_passed": "max"}, **common)
+        reducers=MERGE_REDUCERS, **common)
 

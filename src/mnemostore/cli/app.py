@@ -53,4 +53,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`mnemostore backends | head`): no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILURE
+    except OSError as exc:  # a file the user named: missing directory, no permission, disk full
+        print(f"mnemostore: error: {describe_os_error(exc)}", file=sys.stderr)
+        return EXIT_FAILURE
     return code
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for a file error: what failed, on which path (without a `.partial` suffix of ours)."""
+    reason = exc.strerror or type(exc).__name__
+    if exc.filename is None:
+        return f"{reason} ({exc})" if exc.strerror and str(exc) != reason else reason
+    path = str(exc.filename).removesuffix(".partial")
+    return f"{reason}: {path}"

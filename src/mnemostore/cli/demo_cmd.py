@@ -90,10 +90,19 @@ def render(report: DemoReport, source: str, inspect_url: str | None = None) -> s
         "Lineage of the merge (first parents): " + " <- ".join(c.node_id for c in report.lineage),
     ]
     if report.restored is not None:
+        from ..demo import MERGE_REDUCERS
+
         state = report.restored
         lines += [
             f"Restored the latest state as {type(state).__name__}: step={state.step!r}, "
             f"tests_passed={state.tests_passed}, files_changed={state.files_changed}",
+            f"  (the merge's rule: {merge_rule(MERGE_REDUCERS, nodes.get(report.lineage[0].parent_ids[-1], '?'))})",
         ]
     lines += ["", f"Inspect the store with: mnemostore info{' ' + shlex.quote(inspect_url) if inspect_url else ''}"]
     return "\n".join(lines)
+
+
+def merge_rule(reducers: dict[str, str], last_parent: str) -> str:
+    """How a merge combined its parents, in words: each reducer, then the default for other fields."""
+    named = "; ".join(f"{field} {reducer}" for field, reducer in reducers.items())
+    return f"{named}; every other field, step included, from the last parent, {last_parent}"

@@ -1,4 +1,4 @@
-"""`mnemostore migrate status|plan|up|down|stamp|accept|break-lock URL`: run the migration runner.
+"""`mnemostore migrate status|plan|up|down|stamp|accept|break-lock [URL]`: run the migration runner.
 
 The store is opened without migrating it (`open_backend`); every change happens under the
 store's migration lock. An application's record migrations are named with `--migrations
@@ -8,6 +8,7 @@ module:attribute` (a migration or a list of them), so status and up see them too
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,9 @@ def add_parser(commands: Any) -> None:
 
     def action(name: str, help: str, description: str) -> argparse.ArgumentParser:
         sub: argparse.ArgumentParser = actions.add_parser(name, help=help, description=description)
-        sub.add_argument("url", metavar="URL", help="store URL, e.g. sqlite:///memory.db")
+        sub.add_argument("url", metavar="URL", nargs="?",
+                         help="store URL, e.g. sqlite:///memory.db (default: as for every command, "
+                              "$MNEMOSTORE_URL, then the config file, then the embedded default store)")
         sub.add_argument("--migrations", metavar="MODULE:NAME", action="append", default=[],
                          help="also know the migration(s) at MODULE:NAME (an application's record migrations); "
                               "repeatable")
@@ -102,20 +105,34 @@ def load_migrations(specs: Sequence[str]) -> list[Migration]:
 
 @contextmanager
 def _runner(args: argparse.Namespace, progress: Any = None) -> Iterator[Runner]:
+    from ..core.config import naming_source, resolve
     from ..core.store import open_backend
     from ..migrations.runner import Runner
 
     migrations = load_migrations(args.migrations)
     creates = args.action in ("up", "stamp") and not getattr(args, "dry_run", False)
-    backend = open_backend(args.url, create=creates)  # reading a store that is not there is an error
+    config = resolve(args.url)
+    with naming_source(config):  # reading a store that is not there is an error
+        backend = open_backend(config.url, config.options, create=creates)
     try:
         yield Runner(backend, migrations, lock_wait=getattr(args, "lock_wait", 60.0), progress=progress)
     finally:
         backend.close()
 
 
+def _settle_url(args: argparse.Namespace) -> None:
+    """`migrate up TARGET`: a lone word that is not a URL (no `://`) is the target, not the store."""
+    if args.url is not None and "://" not in args.url and getattr(args, "target", "") is None:
+        args.target, args.url = args.url, None
+
+
 def run(args: argparse.Namespace) -> int:
+    _settle_url(args)
     action = args.action
+    if action == "accept" and args.url is None and "://" in args.id:
+        print("mnemostore migrate accept: error: the migration ID is missing (migrate accept [URL] ID)",
+              file=sys.stderr)
+        return 2
     if action == "status":
         return _status(args)
     if action == "plan" or (action in ("up", "down") and args.dry_run):

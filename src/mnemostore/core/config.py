@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from .errors import ConfigError
+from .errors import ConfigError, MnemostoreError
 from .records import Identifier
 
 ENV_URL = "MNEMOSTORE_URL"
@@ -103,3 +105,17 @@ def resolve(url: str | None = None, **settings: Any) -> StoreConfig:
             for e in exc.errors(include_url=False)
         )
         raise ConfigError(f"invalid store configuration ({source}): {problems}") from None
+
+
+@contextmanager
+def naming_source(config: StoreConfig) -> Iterator[None]:
+    """Errors raised in the block (opening the store, typically) say where its URL came from when
+    the caller did not pass it: a wrong MNEMOSTORE_URL or config file entry is then found at once."""
+    try:
+        yield
+    except MnemostoreError as exc:
+        if config.source != "argument" and exc.args and isinstance(exc.args[0], str):
+            where = ("the default store (no URL given, no MNEMOSTORE_URL, no config file)"
+                     if config.source == "default" else config.source)
+            exc.args = (f"{exc.args[0]} [store URL from {where}]", *exc.args[1:])
+        raise

@@ -17,7 +17,7 @@ Semantics are two-valued, like Python, and every backend must match `matches()`:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -351,6 +351,22 @@ def walk(expr: Expr | None) -> Iterable[Cmp]:
             yield from walk(item)
     elif isinstance(expr, Not):
         yield from walk(expr.item)
+
+
+def expression_key(expr: Expr) -> Hashable:
+    """A hashable key for a bound expression that tells apart everything a compiled filter depends
+    on: the tree, the fields, the operators and the values with their types (1, 1.0 and True
+    compile differently). Backends key their compiled-SQL caches by it."""
+    if isinstance(expr, Cmp):
+        value = expr.value
+        if expr.op in ("in", "nin"):
+            return expr.field, expr.op, tuple((type(v), v) for v in value)
+        return expr.field, expr.op, type(value), value
+    if isinstance(expr, Not):
+        return "not", expression_key(expr.item)
+    if isinstance(expr, (And, Or)):
+        return type(expr).__name__, tuple(expression_key(item) for item in expr.items)
+    raise TypeError(f"not a filter expression: {expr!r}")
 
 
 def all_of(*exprs: Expr | None) -> Expr | None:

@@ -12,7 +12,7 @@ from pydantic import ValidationError as PydanticValidationError
 from .capabilities import VECTOR_METRICS, Capability
 from .checkpoints import Checkpoints
 from .collection import AntiPatterns, Collection, Heuristics, Outcomes, Where, bind_where
-from .config import StoreConfig, resolve
+from .config import StoreConfig, naming_source, resolve
 from .errors import (
     BackendError,
     BackendNotInstalled,
@@ -271,7 +271,8 @@ def open_config(config: StoreConfig, migrations: Sequence[Migration] = (), *, cr
     """A Store for `config`: the backend opened, migrated (or refused), and wrapped."""
     from ..migrations.runner import migrate_on_open
 
-    backend = open_backend(config.url, config.options, create=create)
+    with naming_source(config):
+        backend = open_backend(config.url, config.options, create=create)
     try:
         migrate_on_open(backend, migrations, None if config.migrate is None else config.migrate == "auto")
         return Store(backend, tenant=config.tenant, dimension=config.dimension, metric=config.metric,

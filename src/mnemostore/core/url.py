@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -31,6 +32,13 @@ class StoreURL:
         scheme = url.split("://", 1)[0].lower()
         try:
             parts = urlsplit(url)
+            if parts.netloc and _MISPLACED_AT.match(url[len(scheme) + 3 + len(parts.netloc):]):
+                # `user:p/ss@host`: urllib splits the password at '/', '?' or '#' and takes a piece
+                # of it for the host. Say so without echoing any of it.
+                raise ConfigError(
+                    f"cannot parse the {scheme}:// store URL: its user name or password seems to hold '/', "
+                    "'?', '#' or '@'; percent-encode them (%2F, %3F, %23, %40), e.g. with "
+                    "urllib.parse.quote(password, safe='')")
             port = parts.port
         except ValueError as exc:
             # urllib's message may quote part of the password, so only show it when there is none.
@@ -68,6 +76,10 @@ class StoreURL:
     def __str__(self) -> str:
         return self.masked
 
+
+_MISPLACED_AT = re.compile(r"[/?#][^=&]*@")
+"""After the authority, an '@' before any query option: the rest of a user name or password that
+held '/', '?' or '#' unencoded (a server URL's database or collection name has no '@')."""
 
 SECRET_WORDS = ("pass", "token", "secret", "key", "auth", "credential", "header")
 """A query option whose name contains one of these (any case) is secret: libpq's `password` and

@@ -14,7 +14,6 @@ follows the rules of `copy` (empty destination, resume, overwrite; see `destinat
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import gzip
 import io
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..core.base64text import from_text, to_text
 from ..core.codec import parse_datetimes
 from ..core.errors import MigrationError, ValidationError
 from ..core.protocol import StoreParams
@@ -73,7 +73,7 @@ def encode_line(record: Record) -> bytes:
     data = dict(record.__dict__)
     vector = data["embedding"]
     if vector is not None:
-        data["embedding"] = base64.b64encode(vector.astype("<f4", copy=False).tobytes()).decode()
+        data["embedding"] = to_text(vector.astype("<f4", copy=False).tobytes())
     return orjson.dumps({"kind": record.kind, "record": data}) + b"\n"
 
 
@@ -82,7 +82,11 @@ def _writing(path: Path) -> Iterator[io.BufferedIOBase]:
     """A file that appears at `path` only when the block completes (gzip if it ends in .gz)."""
     partial = path.with_name(path.name + ".partial")
     handle: io.BufferedIOBase
-    with partial.open("wb") as raw:
+    try:
+        opened = partial.open("wb")
+    except OSError as exc:
+        raise MigrationError(f"cannot write the archive {path}: {exc.strerror or exc}") from None
+    with opened as raw:
         handle = gzip.GzipFile(filename=path.name.removesuffix(".gz"), mode="wb", fileobj=raw,
                                compresslevel=6, mtime=0) if path.name.endswith(".gz") else raw
         try:
@@ -263,7 +267,7 @@ def _vector(value: Any) -> Any:
         raise ValueError("embedding: expected base64 of float32 little-endian bytes")
     import numpy as np
 
-    raw = base64.b64decode(value, validate=True)
+    raw = from_text(value)
     if len(raw) % 4:
         raise ValueError("embedding: its bytes are not a whole number of float32 values")
     return np.frombuffer(raw, dtype="<f4").astype(np.float32)  # a writable copy: validated in full

@@ -103,3 +103,17 @@ class ConformanceRun:
     def pytest_report_header(self) -> str:
         return f"mnemostore conformance suite {SUITE_VERSION}: " + ", ".join(mask_password(u) for u in self.urls)
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Stop before collecting when a URL's store cannot be reached (`check_reachable`): every
+        clause would fail alike. A URL that is wrong in itself is reported by collection, per URL."""
+        from ..core.errors import BackendError
+        from .locations import check_reachable
+
+        for url in self.urls:
+            try:
+                check_reachable(url)
+            except BackendError as exc:
+                pytest.exit(f"mnemostore: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+            except Exception:  # collection reports it, with the URL
+                continue
+

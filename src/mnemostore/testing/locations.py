@@ -14,6 +14,7 @@ Rules, first match wins (documented in docs/writing-a-backend.md):
 from __future__ import annotations
 
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from ..backends.memory import MemoryBackend
 from ..core.capabilities import Capability
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, MnemostoreError, StoreNotFound
 from ..core.protocol import Backend
 from ..core.registry import registry
 from ..core.url import StoreURL
@@ -100,3 +101,24 @@ def fresh_store_url(url: str, tmp_path: Path) -> Iterator[str]:
     finally:
         if store.cleanup is not None:
             shutil.rmtree(store.cleanup, ignore_errors=True)
+
+
+def check_reachable(url: str) -> None:
+    """Open the store the suite would make first, creating nothing where the backend can tell
+    (`Backend.exists`): a server that is down, or a wrong password, is then one error before the
+    run instead of the same failure in every clause. Raises the MnemostoreError that stopped it."""
+    from ..core.store import open_backend
+
+    with tempfile.TemporaryDirectory(prefix="mnemostore-check-") as tmp:
+        store = fresh_store(url, Path(tmp), token="check")
+        try:
+            open_backend(store.url, create=False).close()
+        except StoreNotFound:
+            pass  # reachable, and empty: what every clause starts from
+        except MnemostoreError as exc:
+            if exc.args and isinstance(exc.args[0], str):
+                exc.args = (f"the conformance suite did not run: {exc.args[0]}", *exc.args[1:])
+            raise
+        finally:
+            if store.cleanup is not None:
+                shutil.rmtree(store.cleanup, ignore_errors=True)

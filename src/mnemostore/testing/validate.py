@@ -16,7 +16,7 @@ import pytest
 
 from ..core.url import mask_password
 from . import SUITE_VERSION
-from .locations import backend_for, declared_capabilities, fresh_store
+from .locations import backend_for, check_reachable, declared_capabilities, fresh_store
 from .report import Report, ReportCollector
 
 INI = "[pytest]\nxfail_strict = true\n"
@@ -60,6 +60,7 @@ def validate(url: str, *, keyword: str | None = None, junit_xml: str | Path | No
     """
     backend = backend_for(url)
     sample = fresh_store(url, Path("unused"), token="check").url  # refuse an unusable URL before pytest starts
+    check_reachable(url)
     collector = ReportCollector()
     junit = Path(junit_xml).resolve() if junit_xml is not None else None
     with tempfile.TemporaryDirectory(prefix="mnemostore-conformance-") as tmp:

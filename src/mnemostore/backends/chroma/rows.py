@@ -19,14 +19,13 @@ documents, which makes base64 there ~4x the cost of the whole write).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ...core import codec
+from ...core.base64text import from_text, to_text
 from ...core.errors import BackendError
 from ...core.records import Record
 
@@ -63,7 +62,7 @@ def metadata_of(record: Record, exact_vector: bool) -> dict[str, Any]:
     nullable = nullable_fields(cls)
     projected: dict[str, Any] = {}
     if exact_vector and record.embedding is not None:
-        projected[VECTOR_KEY] = base64.b64encode(record.embedding.tobytes()).decode("ascii")
+        projected[VECTOR_KEY] = to_text(record.embedding.tobytes())
     for name, kind in cls.filterable.items():
         value = data[name]
         if name in nullable:
@@ -128,7 +127,7 @@ def record_of(kind: str, document: str, vector: bytes | None) -> Record:
 def metadata_vector(projected: Any) -> bytes | None:
     """The exact embedding kept in metadata (cosine stores), as float32 bytes."""
     encoded = projected.get(VECTOR_KEY) if projected is not None else None
-    return binascii.a2b_base64(encoded) if encoded else None
+    return from_text(encoded) if encoded else None
 
 
 def stored_vector(metadata: Any, embedding: Any, cosine: bool) -> bytes:

@@ -10,12 +10,12 @@ The index never shares a mutable value with a caller: what goes in and out are c
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import numpy as np
 import orjson
 
+from ...core.base64text import from_text, to_text
 from ...core.codec import parse_datetimes, trusted_record
 from ...core.records import Record
 
@@ -37,7 +37,7 @@ def from_json(cls: type[Record], data: dict[str, Any]) -> Record:
     parse_datetimes(cls, data)
     vector = data.get("embedding")
     if type(vector) is dict:
-        data["embedding"] = np.frombuffer(base64.b64decode(vector[BASE64_KEY]), dtype="<f4")
+        data["embedding"] = np.frombuffer(from_text(vector[BASE64_KEY]), dtype="<f4")
     elif vector is not None:
         data["embedding"] = frozen_vector(vector)
     return trusted_record(cls, data)
@@ -48,7 +48,7 @@ def to_json(record: Record, vector_encoding: str = "list") -> dict[str, Any]:
     vector = record.__dict__.get("embedding")
     if vector is None or vector_encoding == "list":
         return record.__dict__
-    encoded = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    encoded = to_text(np.asarray(vector, dtype="<f4").tobytes())
     return {**record.__dict__, "embedding": {BASE64_KEY: encoded}}
 
 

@@ -63,9 +63,9 @@ def encode_datetime(value: datetime) -> tuple[int, int]:
 
 
 def decode_datetime(instant: int, offset: int) -> datetime:
-    if offset == 0:
-        return _EPOCH_UTC + timedelta(microseconds=instant)
-    return (_EPOCH + timedelta(microseconds=instant + offset)).replace(tzinfo=_zone(offset))
+    if offset == 0:  # timedelta(0, 0, µs): positional arguments cost 2/3 of the keyword's
+        return _EPOCH_UTC + timedelta(0, 0, instant)
+    return (_EPOCH + timedelta(0, 0, instant + offset)).replace(tzinfo=_zone(offset))
 
 
 @cache
@@ -102,10 +102,13 @@ class KindLayout:
         return "id" if field == "id" else field
 
     @cached_property
-    def _read_plan(self) -> tuple[tuple[str, int, int], ...]:
-        """(field, its column's index, its offset column's index or -1) in `data_columns` order."""
+    def _read_plan(self) -> tuple[tuple[tuple[str, int], ...], tuple[tuple[str, int, int], ...]]:
+        """(field, its column's index) of the fields but datetimes, and (field, its column's
+        index, its offset column's index) of the datetimes, in a row read in `data_columns` order."""
         offsets = {name: 2 + len(self.fields) + i for i, name in enumerate(self.datetimes)}
-        return tuple((name, 2 + i, offsets.get(name, -1)) for i, name in enumerate(self.fields))
+        columns = [(name, 2 + i) for i, name in enumerate(self.fields)]
+        return (tuple(column for column in columns if column[0] not in offsets),
+                tuple((name, index, offsets[name]) for name, index in columns if name in offsets))
 
     @cached_property
     def data_columns(self) -> tuple[str, ...]:
@@ -161,9 +164,12 @@ class KindLayout:
                 data[name] = row[index]
         data["id"] = row[0]
         data["tenant_id"] = row[1] or None
-        for name, index, offset_index in self._read_plan:
+        plain, datetimes = self._read_plan
+        for name, index in plain:
+            data[name] = row[index]
+        for name, index, offset_index in datetimes:
             value = row[index]
-            data[name] = value if offset_index < 0 or value is None else decode_datetime(value, row[offset_index])
+            data[name] = None if value is None else decode_datetime(value, row[offset_index])
         data["embedding"] = vector
         return trusted_record(self.cls, data)
 

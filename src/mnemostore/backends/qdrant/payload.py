@@ -11,14 +11,13 @@ Qdrant's matching can never equate `True` with `1` or `"1"` with `1`. None is ne
 
 from __future__ import annotations
 
-import base64
-import binascii
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from ...core import codec
+from ...core.base64text import from_text, to_text
 from ...core.records import Record, record_type
 
 TENANT = "_t"
@@ -60,9 +59,9 @@ def encode(record: Record) -> dict[str, Any]:
     embedding = record.embedding
     if embedding is not None:
         try:  # the array's own buffer, without copying it first (`tobytes`)
-            payload[VEC] = binascii.b2a_base64(embedding, newline=False).decode("ascii")
+            payload[VEC] = to_text(embedding)
         except ValueError:  # a strided view is not one buffer
-            payload[VEC] = binascii.b2a_base64(embedding.tobytes(), newline=False).decode("ascii")
+            payload[VEC] = to_text(embedding.tobytes())
     values = record.__dict__
     plain, instants = _field_keys(type(record))
     for name, key in plain:
@@ -116,7 +115,7 @@ def _metadata_keys(key: str) -> tuple[str, str, str, str]:
 def decode(kind: str, payload: dict[str, Any], embedding: bool = True) -> Record:
     """The record a payload holds (its embedding too, if `_vec` was read and `embedding` is true)."""
     vector = payload.get(VEC) if embedding else None
-    return codec.decode(kind, payload[DOC], base64.b64decode(vector) if vector is not None else None)
+    return codec.decode(kind, payload[DOC], from_text(vector) if vector is not None else None)
 
 
 def encode_meta(key: str, value: Any) -> dict[str, Any]:

@@ -10,12 +10,12 @@ with core's scoring and ordered by (score, id), as the reference backend orders 
 
 from __future__ import annotations
 
-import base64
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from ...core.approximate_ranking import rank_approximate, rank_exact
+from ...core.base64text import from_text
 from ...core.vectors import Vector
 from ...core.vectorsearch import scores
 from .payload import DOC, VEC, field_key
@@ -45,7 +45,7 @@ class Candidates:
         """Core's exact scores of the candidates at `positions` (float64 in, as the memory backend)."""
         import numpy as np
 
-        matrix = np.stack([np.frombuffer(base64.b64decode(self.payloads[p][VEC]), dtype=np.float32)
+        matrix = np.stack([np.frombuffer(from_text(self.payloads[p][VEC]), dtype=np.float32)
                            for p in positions]).astype(np.float64)
         return scores(matrix, np.asarray(self._query, dtype=np.float64), self._metric)  # type: ignore[arg-type]
 

@@ -5,12 +5,12 @@ any other namespace `ns:<ns>`), parent = the parent checkpoint's record. Its pen
 writes are records of their own on the `langgraph:writes` branch of the same run, with
 `node_id` (and `parent_ids`) naming the checkpoint record they belong to, and ids that
 start with that record's id (so one id-range read finds a checkpoint and its writes).
-Values are stored as LangGraph's serializer wrote them, as base64 text in the JSON state.
+Values are stored as LangGraph's serializer wrote them, as base64 text in the JSON state
+(`core.base64text`: SIMD base64, ~3 µs each way for a 60 KB checkpoint).
 """
 
 from __future__ import annotations
 
-import binascii
 import hashlib
 from datetime import datetime
 from typing import Any
@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ...core.base64text import from_text, to_text
 from ...core.jsonvalues import check_text, find_json_problem
 from ...core.records import Checkpoint as Record
 from ...core.records import utcnow
@@ -89,11 +90,11 @@ def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Runnab
 def encode(serde: SerializerProtocol, value: Any) -> list[str]:
     """A value as LangGraph's serializer writes it: [type, base64 of its bytes]."""
     kind, data = serde.dumps_typed(value)
-    return [kind, binascii.b2a_base64(data, newline=False).decode("ascii")]
+    return [kind, to_text(data)]
 
 
 def decode(serde: SerializerProtocol, stored: list[str]) -> Any:
-    return serde.loads_typed((stored[0], binascii.a2b_base64(stored[1])))
+    return serde.loads_typed((stored[0], from_text(stored[1])))
 
 
 def json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
