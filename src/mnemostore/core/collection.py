@@ -44,11 +44,14 @@ class Collection(Generic[R]):
         self.kind = record_cls.kind
 
     # writing ------------------------------------------------------------------
-    def put(self, records: Iterable[R | Mapping[str, Any]]) -> list[R]:
-        """Insert or replace records (by id) in one batch; validates all before writing any."""
+    def put(self, records: Iterable[R | Mapping[str, Any]], *, keep_existing: bool = False) -> list[R]:
+        """Insert or replace records (by id) in one batch; validates all before writing any.
+
+        With `keep_existing=True` a record whose id is already stored is left as it is (insert
+        or ignore: a retried write changes nothing)."""
         batch = self._validate_batch(records)
         if batch:
-            self._store._write(self.kind, batch)
+            self._store._backend_call("put_missing" if keep_existing else "put", self.kind, batch)
         return batch
 
     def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:

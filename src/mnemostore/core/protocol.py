@@ -180,6 +180,20 @@ class Backend(ABC):
     ) -> Record | None:
         """Atomically set fields and add to counters of one record; return it, or None if absent."""
 
+    def put_missing(self, kind: str, records: Sequence[Record]) -> None:
+        """Insert the records whose (tenant_id, id) is not stored yet and leave stored ones as they
+        are: `put(..., keep_existing=True)`, for writes that may be retried (a LangGraph task's
+        writes). The default reads the ids, then puts the rest: two calls, so two racing calls may
+        both write a record; override with the engine's insert-or-ignore to make it one step."""
+        by_tenant: dict[str | None, list[Record]] = {}
+        for record in records:
+            by_tenant.setdefault(record.tenant_id, []).append(record)
+        for tenant, batch in by_tenant.items():
+            stored = {r.id for r in self.get(kind, tenant, [r.id for r in batch], vectors=False)}
+            missing = [r for r in batch if r.id not in stored]
+            if missing:
+                self.put(kind, missing)
+
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         """Records with these ids, in any order, missing ones left out. Override for speed."""
         return self.query(kind, tenant, F.id.in_(ids), (ID_ORDER,), None, vectors)

@@ -194,9 +194,6 @@ class Store:
         changes.setdefault("updated_at", utcnow())
         return changes
 
-    def _write(self, kind: str, batch: Sequence[Record]) -> None:
-        self._backend_call("put", kind, batch)
-
     def _backend_call(self, method: str, *args: Any) -> Any:
         if self._closed:
             raise StoreClosed(f"{self!r} is closed")

@@ -553,6 +553,13 @@ class PostgresBackend(Backend):
 
     # writing ---------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
+        self._insert(kind, records, keep_existing=False)
+
+    def put_missing(self, kind: str, records: Sequence[Record]) -> None:
+        self._insert(kind, records, keep_existing=True)
+
+    def _insert(self, kind: str, records: Sequence[Record], keep_existing: bool) -> None:
+        """Upsert `records`, or with `keep_existing` insert only those not stored (ON CONFLICT DO NOTHING)."""
         if not records:
             return
         self._ensure_vectors()
@@ -565,16 +572,18 @@ class PostgresBackend(Backend):
             else:  # written tenant by tenant, each named to the policies first
                 batches = _by_tenant(rows)
                 name = self._name_batch(conn, batches)
-            if len(rows) >= COPY_THRESHOLD:
+            if len(rows) >= COPY_THRESHOLD and not keep_existing:
                 with conn.transaction():
                     for tenant, batch in batches.items():
                         if name is not None:
                             name(tenant)
                         self._copy_upsert(conn, kind_layout, batch, direct=not self._row_security_active)
-            elif len(rows) == 1 and name is None:  # one statement: atomic without BEGIN and COMMIT
-                conn.execute(self._statement(("upsert", kind), lambda: self._upsert_sql(kind_layout)), rows[0])
+                return
+            statement = self._statement(("upsert", kind, keep_existing),
+                                        lambda: self._upsert_sql(kind_layout, keep_existing=keep_existing))
+            if len(rows) == 1 and name is None:  # one statement: atomic without BEGIN and COMMIT
+                conn.execute(statement, rows[0])
             else:  # BEGIN, the upserts and COMMIT in one round trip
-                statement = self._statement(("upsert", kind), lambda: self._upsert_sql(kind_layout))
                 with conn.pipeline(), conn.transaction():
                     for tenant, batch in batches.items():
                         if name is not None:
@@ -595,13 +604,17 @@ class PostgresBackend(Backend):
 
         return name
 
-    def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None) -> sql.Composed:
+    def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None,
+                    keep_existing: bool = False) -> sql.Composed:
         from psycopg import sql
 
         columns = kind_layout.write_columns
         names = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
         if source is None:
             source = sql.SQL("VALUES ({})").format(sql.SQL(", ").join(sql.Placeholder() * len(columns)))
+        if keep_existing:
+            return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO NOTHING").format(
+                self._table(kind_layout), names, source)
         updates = sql.SQL(", ").join(
             sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in columns if c not in ("tenant", "id"))
         return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO UPDATE SET {}").format(

@@ -130,6 +130,7 @@ class SQLiteBackend(Backend):
         self._db = Connections(path, options.busy_timeout, options.synchronous)
         self._encoders = {kind: layout.row_encoder() for kind, layout in LAYOUTS.items()}
         self._insert_sql = {kind: layout.insert_sql() for kind, layout in LAYOUTS.items()}
+        self._insert_new_sql = {kind: layout.insert_sql(keep_existing=True) for kind, layout in LAYOUTS.items()}
         self._get_one_sql = {(kind, vectors): f"SELECT doc, {'vec' if vectors else 'NULL'} FROM {layout.table} "
                                               "WHERE tenant = ? AND id = ?"
                              for kind, layout in LAYOUTS.items() for vectors in (True, False)}
@@ -208,8 +209,13 @@ class SQLiteBackend(Backend):
 
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
+        self._insert(kind, records, self._insert_sql[kind])
+
+    def put_missing(self, kind: str, records: Sequence[Record]) -> None:
+        self._insert(kind, records, self._insert_new_sql[kind])
+
+    def _insert(self, kind: str, records: Sequence[Record], sql: str) -> None:
         encode = self._encoders[kind]
-        sql = self._insert_sql[kind]
         if len(records) == 1:  # one record: skip executemany's iterator protocol
             row = encode(records[0])
             self.db.write(lambda conn: conn.execute(sql, row))

@@ -111,10 +111,12 @@ class Layout:
     def _written(self) -> list[str]:
         return [*(quote(f) for f in self.plain_fields + self.converted_fields), "vec", "meta", "doc"]
 
-    def insert_sql(self) -> str:
+    def insert_sql(self, keep_existing: bool = False) -> str:
+        """INSERT of a row in `row_encoder` order: replacing a stored (tenant, id), or leaving it."""
         names = ["tenant", *self._written()]
         marks = ", ".join("?" * len(names))
-        return f"INSERT OR REPLACE INTO {self.table} ({', '.join(names)}) VALUES ({marks})"
+        verb, tail = ("INSERT", " ON CONFLICT (tenant, id) DO NOTHING") if keep_existing else ("INSERT OR REPLACE", "")
+        return f"{verb} INTO {self.table} ({', '.join(names)}) VALUES ({marks}){tail}"
 
     def rewrite_sql(self) -> str:
         """Replace a row's content in place, keeping its `seq` (for updates)."""

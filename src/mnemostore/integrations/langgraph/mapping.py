@@ -70,6 +70,10 @@ def legacy_write_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: st
     return f"lgw.{_digest(thread_id, checkpoint_ns, checkpoint_id, task_id, str(idx))}"
 
 
+LEGACY_WRITE_RANGE = ("lgw.", "lgw/")
+"""Ids in [low, high) are those of format-1 writes (`legacy_write_record_id`)."""
+
+
 def record_range(owner: str) -> tuple[str, str]:
     """Ids in [low, high) include the checkpoint record `owner` and all its writes' records.
 

@@ -41,6 +41,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
     def __init__(self, store: Store, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self.store = store
+        self._legacy_writes: bool | None = None
 
     # reading --------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -71,7 +72,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         if record is None:
             return None
         if writes is None or record.state.get("format", 1) < 2:  # format 1: writes may have hashed ids
-            writes = self._writes_by_owner([record.id])[record.id]
+            writes = self._writes_by_owner([record])[record.id]
         return self._tuple(record, writes)
 
     def _id_range(self, low: str, high: str) -> builtins.list[Record]:
@@ -142,15 +143,36 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return all_of(*parts), exact
 
     def _tuples(self, records: Sequence[Record]) -> builtins.list[CheckpointTuple]:
-        """Checkpoint tuples for these records, with their pending writes fetched in one query."""
-        writes = self._writes_by_owner([r.id for r in records])
+        """Checkpoint tuples for these records, with their pending writes fetched in few queries."""
+        writes = self._writes_by_owner(records)
         return [self._tuple(record, writes[record.id]) for record in records]
 
-    def _writes_by_owner(self, owners: builtins.list[str]) -> dict[str, builtins.list[Record]]:
-        writes: dict[str, builtins.list[Record]] = {owner: [] for owner in owners}
-        for write in self.store.checkpoints.all(
-                (F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(owners)):
-            writes[write.node_id].append(write)
+    def _writes_by_owner(self, records: Sequence[Record]) -> dict[str, builtins.list[Record]]:
+        """The writes of each checkpoint record. Format 2 write ids extend their checkpoint's, so
+        a namespace's records are served by one id range (an index range; `node_id` has none);
+        the rest (format 1, or a backend without range filters) by `node_id`."""
+        writes: dict[str, builtins.list[Record]] = {record.id: [] for record in records}
+        by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
+        others: builtins.list[str] = []
+        ranged = Capability.FILTER_RANGE in self.store.capabilities
+        for record in records:
+            state = record.state
+            if ranged and state.get("format", 1) >= 2:
+                by_namespace.setdefault((record.run_id, state["checkpoint_ns"]), []).append(record.id)
+            else:
+                others.append(record.id)
+        found: builtins.list[Record] = []
+        for group in by_namespace.values():
+            low, high = min(group), max(mapping.record_range(owner)[1] for owner in group)
+            found += self.store.checkpoints.query(
+                (F.branch_id == mapping.WRITES_BRANCH) & (F.id >= low) & (F.id < high), order_by="id",
+                vectors=False).items
+        if others:
+            found += self.store.checkpoints.all((F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(others))
+        for write in found:
+            owned = writes.get(write.node_id)
+            if owned is not None:
+                owned.append(write)
         return writes
 
     def _tuple(self, record: Record, writes: Sequence[Record]) -> CheckpointTuple:
@@ -190,12 +212,32 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             records[record.id] = record
             if idx >= 0:
                 regular[record.id] = record.id
-                regular[mapping.legacy_write_record_id(thread_id, ns, checkpoint_id, task_id, idx)] = record.id
+        if not records:
+            return
+        if regular and not self._has_legacy_writes():
+            if len(regular) == len(records):  # insert-or-ignore: one write, no read first
+                self.store.checkpoints.put(records.values(), keep_existing=True)
+                return
+        elif regular:
+            for record_id in list(regular):
+                state = records[record_id].state
+                legacy = mapping.legacy_write_record_id(thread_id, ns, checkpoint_id, task_id, state["idx"])
+                regular[legacy] = record_id
         if regular:
             for existing in self.store.checkpoints.get_many(sorted(regular), vectors=False):
                 records.pop(regular[existing.id], None)
         if records:
             self.store.checkpoints.put(records.values())
+
+    def _has_legacy_writes(self) -> bool:
+        """Whether the store holds writes of format 1 (hashed ids, `legacy_write_record_id`), which a
+        retried regular write must also be looked up under; asked once per saver (a store that
+        cannot count an id range is assumed to hold some)."""
+        if self._legacy_writes is None:
+            low, high = mapping.LEGACY_WRITE_RANGE
+            self._legacy_writes = (Capability.FILTER_RANGE not in self.store.capabilities
+                                   or self.store.checkpoints.count((F.id >= low) & (F.id < high)) > 0)
+        return self._legacy_writes
 
     # deleting and copying -----------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:

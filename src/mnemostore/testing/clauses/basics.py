@@ -53,6 +53,19 @@ class BasicClauses:
         assert_same_records([collection.get(changed.id)], [changed])  # the old embedding is gone too
         assert collection.count(F.agent == make(kind, 1).agent) == 0
 
+    @since("1.4")
+    @each_kind
+    def test_put_keeping_existing_records_writes_only_the_new_ones(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        stored = batch(kind, 3)
+        collection.put(stored)
+        changed = make(kind, 9, id=stored[0].id, metadata={"changed": True})
+        new = [make(kind, 10 + i) for i in range(2)]
+        for _ in range(2):  # a retried call changes nothing more
+            assert collection.put([changed, *new], keep_existing=True) == [changed, *new]
+            assert collection.count() == 5
+            assert_same_records(collection.all(order_by="id"), sorted([*stored, *new], key=lambda r: r.id))
+
     @each_kind
     def test_get_of_missing_ids(self, store: Store, kind: str) -> None:
         collection = store.collection(kind)
