@@ -216,9 +216,9 @@ class SQLiteBackend(Backend):
 
     def _insert(self, kind: str, records: Sequence[Record], sql: str) -> None:
         encode = self._encoders[kind]
-        if len(records) == 1:  # one record: skip executemany's iterator protocol
+        if len(records) == 1:  # one statement: atomic without a transaction around it
             row = encode(records[0])
-            self.db.write(lambda conn: conn.execute(sql, row))
+            self.db.write_one(lambda conn: conn.execute(sql, row))
             return
         rows = [encode(record) for record in records]
         self.db.write(lambda conn: conn.executemany(sql, rows))

@@ -123,6 +123,11 @@ class Connections:
         """Run `work` that issues a single statement: it is its own snapshot, so no BEGIN/COMMIT."""
         return self._transaction(None, work)
 
+    def write_one(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` that issues a single writing statement: SQLite makes one statement atomic by
+        itself (autocommit), so no BEGIN IMMEDIATE and COMMIT (two of a small write's three calls)."""
+        return self._transaction(None, work)
+
     def _transaction(self, begin: str | None, work: Callable[[sqlite3.Connection], T]) -> T:
         deadline = time.monotonic() + self.busy_timeout
         delay = 0.001
