@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...core import codec
 from ...core.capabilities import Capability
 from ...core.errors import ConfigError, StoreClosed, StoreTooNew
-from ...core.filters import Expr
+from ...core.filters import And, Cmp, Expr
 from ...core.private_files import create_file, make_directories
 from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
 from ...core.records import Checkpoint, Record
@@ -240,6 +240,11 @@ class SQLiteBackend(Backend):
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
+        if _by_id_range(where, order):  # the (tenant, id) index both selects and orders: no sorter to carry docs
+            column = "vec" if vectors else "NULL"
+            whole = f"SELECT doc, {column} {sql[len('SELECT seq '):]}"
+            rows = self.db.read_one(lambda conn: conn.execute(whole, args).fetchall())
+            return schema.decode_rows(kind, rows)
 
         def work(conn: sqlite3.Connection) -> list[Record]:
             seqs = [seq for seq, in conn.execute(sql, args)]
@@ -365,6 +370,15 @@ class SQLiteBackend(Backend):
             files = VectorFiles(self.path, self.db, metric) if vector_file.SUPPORTED else None
             cache = self._cache = VectorCache(metric, files)
         return cache
+
+
+def _by_id_range(where: Expr | None, order: Sequence[OrderKey]) -> bool:
+    """Whether a query is ordered by id alone and bounded by an id comparison at its top level
+    (an id range, as the LangGraph saver reads a checkpoint with its writes)."""
+    if len(order) != 1 or order[0].field != "id":
+        return False
+    terms = where.items if isinstance(where, And) else (where,)
+    return any(isinstance(term, Cmp) and term.field == ("id",) and term.op != "ne" for term in terms)
 
 
 _PLAIN_TYPES = (str, int, float)
