@@ -139,6 +139,13 @@ class Backend(ABC):
     def close(self) -> None:
         """Release every resource; idempotent."""
 
+    def drop(self) -> None:
+        """Destroy the store this backend's URL names and everything in it (its files, tables or
+        collections, nothing else), on an instance that is not open. Core calls it only where
+        `exists()` did not say False; the conformance suite does after each test, for the stores
+        it made. The default raises UnsupportedCapability: such stores are left behind."""
+        raise UnsupportedCapability(f"the {self.name} backend cannot drop a store")
+
     @abstractmethod
     def read_meta(self, key: str) -> Any:
         """A small persistent JSON value stored with the store, or None."""
@@ -275,7 +282,7 @@ class Backend(ABC):
         return {}
 
 
-DRIVER_CALLS = ("close", "read_meta", "write_meta", "put", "query", "count", "delete", "update", "get",
+DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "query", "count", "delete", "update", "get",
                 "query_values", "append_checkpoint", "search", "tenants", "migration_lock", "legacy_layout",
                 "describe")
 """The protocol methods whose non-mnemostore errors core turns into `BackendError`, on every path

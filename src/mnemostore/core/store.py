@@ -282,26 +282,18 @@ def open_config(config: StoreConfig, migrations: Sequence[Migration] = (), *, cr
 def open_backend(url: str, options: Mapping[str, Any] | None = None, *, create: bool = True) -> Backend:
     """The backend for `url`, opened but not migrated: for the migration runner and tools.
     With `create=False` a store that does not exist raises StoreNotFound, creating nothing."""
-    parsed = StoreURL.parse(url)
-    cls = registry.for_scheme(parsed.scheme)
-    ensure_driver(cls)
-    backend = cls(parsed, _backend_options(cls, parsed, options or {}))
+    backend = _unopened(url, options)
     known = None
     if not create:
-        try:
-            known = backend.exists()
-        except (MnemostoreError, ImportError):
-            raise
-        except Exception as exc:
-            raise backend_error(backend, "exists", exc) from exc
+        known = _exists(backend)
         if known is False:
             raise _not_found(backend)
     try:
         backend.open()
     except ImportError as exc:
         raise BackendNotInstalled(
-            f"the {cls.name} backend could not import its driver ({exc.name}); "
-            + (f'install it with: pip install "mnemostore[{cls.extra}]"' if cls.extra else "")
+            f"the {backend.name} backend could not import its driver ({exc.name}); "
+            + (f'install it with: pip install "mnemostore[{backend.extra}]"' if backend.extra else "")
         ) from exc
     except MnemostoreError:
         raise
@@ -318,6 +310,32 @@ def open_backend(url: str, options: Mapping[str, Any] | None = None, *, create: 
         backend.close()
         raise
     return backend
+
+
+def drop_store(url: str, options: Mapping[str, Any] | None = None) -> None:
+    """Destroy the store at `url` and everything in it (`Backend.drop`), if `exists()` does not
+    say there is none; for the conformance suite's cleanup. UnsupportedCapability if the backend
+    cannot drop stores."""
+    backend = _unopened(url, options)
+    if _exists(backend) is not False:
+        backend.drop()
+
+
+def _unopened(url: str, options: Mapping[str, Any] | None) -> Backend:
+    """The backend instance for `url`, its options validated, not opened."""
+    parsed = StoreURL.parse(url)
+    cls = registry.for_scheme(parsed.scheme)
+    ensure_driver(cls)
+    return cls(parsed, _backend_options(cls, parsed, options or {}))
+
+
+def _exists(backend: Backend) -> bool | None:
+    try:
+        return backend.exists()
+    except (MnemostoreError, ImportError):
+        raise
+    except Exception as exc:
+        raise backend_error(backend, "exists", exc) from exc
 
 
 def _not_found(backend: Backend) -> StoreNotFound:
