@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.plugin_dists import install_fake_distribution
 
 from mnemostore.core.errors import ConfigError
 from mnemostore.core.url import StoreURL
@@ -159,3 +162,101 @@ def test_migrate_takes_the_configured_store_like_every_command(tmp_path: Path) -
     assert down.returncode == 0 and f"reverted 1 migration(s): {HISTORY[0].id}" in down.stdout, down.stderr
     accept = mnemostore("migrate", "accept", env["MNEMOSTORE_URL"], cwd=tmp_path, env=env)
     assert accept.returncode == 2 and "migration ID is missing" in accept.stderr
+
+
+FLAKY_PLUGIN = """
+import os
+import sqlite3
+
+from mnemostore.backends.sqlite.backend import SQLiteBackend
+from mnemostore.core.protocol import DRIVER_CALLS
+
+calls = [0]
+
+
+def failing(name):
+    def method(self, *args, **kwargs):
+        if name == os.environ["FLAKY_FAIL"]:
+            calls[0] += 1
+            if calls[0] > int(os.environ["FLAKY_AFTER"]):
+                raise sqlite3.OperationalError("disk I/O error")
+        return getattr(super(FlakyBackend, self), name)(*args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+class FlakyBackend(SQLiteBackend):
+    name = "flaky"
+    schemes = ("flaky",)
+    for _name in DRIVER_CALLS:
+        locals()[_name] = failing(_name)
+"""
+"""A plugin: the SQLite backend whose driver raises in the method $FLAKY_FAIL names once it has
+answered $FLAKY_AFTER calls of it, so the failure comes mid-run, after the store opened."""
+
+
+@pytest.fixture(scope="module")
+def flaky(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The plugin's site directory (for PYTHONPATH), with `demo.db` (the demo's store) and
+    `archive.jsonl` (its export) beside it."""
+    site = tmp_path_factory.mktemp("flaky")
+    install_fake_distribution(site, "flaky-driver", {"mnemostore.backends": {"flaky": "flaky_driver:FlakyBackend"}},
+                              {"flaky_driver": FLAKY_PLUGIN})
+    sys.path.remove(str(site))  # only the subprocesses see it, through PYTHONPATH
+    for argv in (["demo", "--url", "sqlite:///demo.db"], ["export", "sqlite:///demo.db", "archive.jsonl"]):
+        done = mnemostore(*argv, cwd=site)
+        assert done.returncode == 0, done.stderr
+    return site
+
+
+@pytest.mark.parametrize(("argv", "method", "after"), [
+    (["export", "flaky:///demo.db", "out.jsonl"], "query", 1),  # the second kind's page
+    (["copy", "flaky:///demo.db", "file:///{tmp}/backup"], "query", 1),
+    (["copy", "sqlite:///demo.db", "flaky:///copy.db"], "put", 1),
+    (["import", "archive.jsonl", "flaky:///imported.db"], "put", 1),
+    (["reembed", "flaky:///demo.db", "file:///{tmp}/staging", "--embedder", "mnemostore.demo:HashingEmbedder",
+      "--model", "hashing", "--dimension", "8"], "query", 1),
+    (["info", "flaky:///demo.db"], "count", 2),
+    (["migrate", "status", "flaky:///demo.db"], "read_meta", 1),  # the ledger, after the params on open
+    (["migrate", "up", "flaky:///fresh.db", "--quiet"], "read_meta", 1),
+    (["migrate", "down", "flaky:///demo.db", "base", "--quiet"], "read_meta", 1),
+    (["migrate", "stamp", "flaky:///fresh.db"], "write_meta", 0),  # the ledger stamp itself
+    (["demo", "--url", "flaky:///new.db"], "put", 1),
+], ids=lambda value: value[0] + (" " + value[1] if value[0] in ("migrate", "copy") else "")
+    if isinstance(value, list) else str(value))
+def test_a_driver_error_mid_run_is_one_line_naming_the_backend_and_the_call(
+        argv: list[str], method: str, after: int, flaky: Path, tmp_path: Path) -> None:
+    """Core's own backend calls (the migration runner, copy, export) turn a driver's error into a
+    BackendError as the facade's do: before that, each of these printed a traceback."""
+    shutil.copy(flaky / "demo.db", tmp_path / "demo.db")
+    shutil.copy(flaky / "archive.jsonl", tmp_path / "archive.jsonl")
+    done = mnemostore(*[word.format(tmp=tmp_path) for word in argv], cwd=tmp_path,
+                      env={"PYTHONPATH": str(flaky), "FLAKY_FAIL": method, "FLAKY_AFTER": str(after)})
+    assert_one_line_error(done, f"the flaky backend failed in {method} on flaky:///",
+                          f"{sqlite3.OperationalError.__name__}: disk I/O error")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_reading_commands_refuse_a_foreign_sqlite_file_and_leave_it_byte_identical(tmp_path: Path) -> None:
+    """`info` (and every reading command) on a SQLite file mnemostore did not make: one line saying
+    so and how to make it a store; the file unchanged, and no -wal, -shm or lock file beside it."""
+    with sqlite3.connect(tmp_path / "other.db") as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('kept')")
+    conn.close()
+    before = (tmp_path / "other.db").read_bytes()
+    for argv in (["info", "sqlite:///other.db"], ["export", "sqlite:///other.db", "out.jsonl"],
+                 ["copy", "sqlite:///other.db", "memory://"], ["migrate", "status", "sqlite:///other.db"],
+                 ["migrate", "plan", "sqlite:///other.db"]):
+        done = mnemostore(*argv, cwd=tmp_path)
+        assert_one_line_error(done, "no mnemostore store at sqlite:///other.db",
+                              "not a mnemostore store", "nothing was created or changed",
+                              "`mnemostore migrate up sqlite:///other.db` makes it one")
+        assert (tmp_path / "other.db").read_bytes() == before, argv
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"], argv
+    made = mnemostore("migrate", "up", "sqlite:///other.db", "--quiet", cwd=tmp_path)  # what the message says
+    assert made.returncode == 0, made.stderr
+    assert mnemostore("info", "sqlite:///other.db", cwd=tmp_path).returncode == 0
+    with sqlite3.connect(tmp_path / "other.db") as conn:
+        assert conn.execute("SELECT body FROM notes").fetchall() == [("kept",)]
+    conn.close()

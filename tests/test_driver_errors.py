@@ -111,3 +111,20 @@ def test_a_server_that_does_not_answer_is_a_backend_error_and_one_line_from_the_
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr and SECRET not in done.stderr + done.stdout
     assert done.stderr.startswith("mnemostore: error: ") and "127.0.0.1:1" in done.stderr
+
+
+def test_every_protocol_method_that_reaches_the_driver_is_wrapped_or_wrapped_by_its_caller() -> None:
+    """A method added to the protocol must join DRIVER_CALLS (or be one whose caller wraps it, as
+    the backend guide says), and every backend class, built-in or plugin, has them wrapped."""
+    from mnemostore import Backend
+    from mnemostore.core.protocol import DRIVER_CALLS
+
+    wrapped_by_caller = {"exists", "open", "run_layout", "layout_sql", "capabilities_for"}
+    methods = {name for name, value in vars(Backend).items()
+               if not name.startswith("_") and callable(value) and not isinstance(value, type)}
+    assert methods - wrapped_by_caller == set(DRIVER_CALLS)
+    for cls in [Backend, *(registry.get(name) for name in ("memory", "sqlite", "file")), *EXPLODING]:
+        for name in DRIVER_CALLS:
+            method = getattr(cls, name)
+            marks = ("__raises_backend_errors__", "__isabstractmethod__")
+            assert any(getattr(method, mark, False) for mark in marks), (cls.__name__, name)

@@ -60,6 +60,7 @@ def test_pytest_plugin_path_needs_no_test_file(plugin_env: dict[str, str], tmp_p
                  plugin_env, tmp_path)
     assert result.returncode == 0, result.stdout[-3000:]
     assert " passed" in result.stdout.strip().splitlines()[-1]
+    assert list((tmp_path / "stores").rglob("*")) == []  # every test's store dropped (LMDBBackend.drop)
 
 
 def test_conformance_command_path_reports_per_capability(plugin_env: dict[str, str], tmp_path: Path) -> None:
@@ -70,3 +71,4 @@ def test_conformance_command_path_reports_per_capability(plugin_env: dict[str, s
     data = json.loads(report.read_text())
     assert data["totals"]["failed"] == 0 and data["totals"]["passed"] > 0
     assert "multi_process" in result.stdout
+    assert list((tmp_path / "stores").rglob("*")) == []

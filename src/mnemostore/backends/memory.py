@@ -70,6 +70,11 @@ class MemoryBackend(Backend):
     def close(self) -> None:
         pass
 
+    def drop(self) -> None:
+        """Forget a named store (it lives as long as the process otherwise); `memory://` has nothing to drop."""
+        with _SHARED_LOCK:
+            _SHARED.pop(self._name, None)
+
     def read_meta(self, key: str) -> Any:
         return self._data.meta.get(key)
 

@@ -8,8 +8,9 @@ come from the kind's allow-list, and vectors have the store's dimension.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .capabilities import Capability
 from .codec import trusted_record
-from .errors import UnsupportedCapability, ValidationError
+from .errors import BackendError, MnemostoreError, UnsupportedCapability, ValidationError
 from .filters import Expr, F
 from .jsonvalues import INT64_MAX
 from .records import Checkpoint, Record
@@ -103,6 +104,13 @@ class Backend(ABC):
 
     params: StoreParams
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every protocol method a backend defines raises its driver's errors as `BackendError`."""
+        super().__init_subclass__(**kwargs)
+        for name in DRIVER_CALLS:
+            if name in cls.__dict__:
+                setattr(cls, name, raising_backend_errors(cls.__dict__[name]))
+
     def __init__(self, url: StoreURL, options: BaseModel) -> None:
         self.url = url
         self.options = options
@@ -130,6 +138,13 @@ class Backend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release every resource; idempotent."""
+
+    def drop(self) -> None:
+        """Destroy the store this backend's URL names and everything in it (its files, tables or
+        collections, nothing else), on an instance that is not open. Core calls it only where
+        `exists()` did not say False; the conformance suite does after each test, for the stores
+        it made. The default raises UnsupportedCapability: such stores are left behind."""
+        raise UnsupportedCapability(f"the {self.name} backend cannot drop a store")
 
     @abstractmethod
     def read_meta(self, key: str) -> Any:
@@ -279,6 +294,46 @@ class Backend(ABC):
     def describe(self) -> dict[str, Any]:
         """Backend facts for `mnemostore info` (paths, server versions); no secrets."""
         return {}
+
+
+DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "query", "count", "delete", "update", "get",
+                "query_values", "append_checkpoint", "search", "tenants", "migration_lock", "legacy_layout",
+                "describe")
+"""The protocol methods whose non-mnemostore errors core turns into `BackendError`, on every path
+(the facade, the migration runner, copy, export). `exists` and `open` are wrapped where core calls
+them (`core.store.open_backend`: a missing driver module names the extra there), and `run_layout`
+by the migration runner (a failed step is a `MigrationError` naming the migration)."""
+
+
+def raising_backend_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` with any exception that is not a `MnemostoreError` raised as `backend_error`."""
+    if getattr(method, "__raises_backend_errors__", False):
+        return method
+
+    @functools.wraps(method)
+    def call(self: Backend, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except MnemostoreError:
+            raise
+        except Exception as exc:
+            raise backend_error(self, method.__name__, exc) from exc
+
+    call.__raises_backend_errors__ = True  # type: ignore[attr-defined]
+    return call
+
+
+def backend_error(backend: Backend, action: str, exc: Exception) -> BackendError:
+    """A driver's error as a `BackendError` naming the backend, the store (masked) and the call;
+    secrets of the URL are scrubbed from the driver's message. Backends may use it too."""
+    message = backend.url.scrub(str(exc).strip())
+    return BackendError(f"the {backend.name} backend failed in {action} on {backend.url.masked}: "
+                        f"{type(exc).__name__}{': ' + message if message else ''}")
+
+
+for _name in DRIVER_CALLS:  # the defaults of the base class too (`get`, `append_checkpoint`, ...)
+    if not getattr(Backend.__dict__[_name], "__isabstractmethod__", False):
+        setattr(Backend, _name, raising_backend_errors(Backend.__dict__[_name]))
 
 
 def apply_update(record: Record, set: Mapping[str, Any], inc: Mapping[str, int | float]) -> Record:

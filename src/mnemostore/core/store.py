@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,6 @@ from .checkpoints import Checkpoints
 from .collection import AntiPatterns, Collection, Heuristics, Outcomes, Where, bind_where
 from .config import StoreConfig, naming_source, resolve
 from .errors import (
-    BackendError,
     BackendNotInstalled,
     ConfigError,
     MnemostoreError,
@@ -26,7 +26,7 @@ from .errors import (
     ValidationError,
 )
 from .filters import Expr, walk
-from .protocol import PARAMS_KEY, Backend, Hit, StoreParams
+from .protocol import PARAMS_KEY, Backend, Hit, StoreParams, backend_error
 from .records import AntiPattern, Checkpoint, Embedding, Heuristic, Outcome, Record, record_type, utcnow
 from .registry import ensure_driver, registry
 from .url import StoreURL
@@ -197,12 +197,7 @@ class Store:
     def _backend_call(self, method: str, *args: Any) -> Any:
         if self._closed:
             raise StoreClosed(f"{self!r} is closed")
-        try:
-            return getattr(self.backend, method)(*args)
-        except MnemostoreError:
-            raise
-        except Exception as exc:  # a driver's own error: BackendError naming the store, the cause chained
-            raise backend_error(self.backend, method, exc) from exc
+        return getattr(self.backend, method)(*args)  # a driver's error is a BackendError (DRIVER_CALLS)
 
     def _settle_params(self, dimension: int | None, metric: str | None, model: str | None = None) -> None:
         """Check configured parameters against the store's, then persist what is new."""
@@ -284,26 +279,18 @@ def open_config(config: StoreConfig, migrations: Sequence[Migration] = (), *, cr
 def open_backend(url: str, options: Mapping[str, Any] | None = None, *, create: bool = True) -> Backend:
     """The backend for `url`, opened but not migrated: for the migration runner and tools.
     With `create=False` a store that does not exist raises StoreNotFound, creating nothing."""
-    parsed = StoreURL.parse(url)
-    cls = registry.for_scheme(parsed.scheme)
-    ensure_driver(cls)
-    backend = cls(parsed, _backend_options(cls, parsed, options or {}))
+    backend = _unopened(url, options)
     known = None
     if not create:
-        try:
-            known = backend.exists()
-        except (MnemostoreError, ImportError):
-            raise
-        except Exception as exc:
-            raise backend_error(backend, "exists", exc) from exc
+        known = _exists(backend)
         if known is False:
             raise _not_found(backend)
     try:
         backend.open()
     except ImportError as exc:
         raise BackendNotInstalled(
-            f"the {cls.name} backend could not import its driver ({exc.name}); "
-            + (f'install it with: pip install "mnemostore[{cls.extra}]"' if cls.extra else "")
+            f"the {backend.name} backend could not import its driver ({exc.name}); "
+            + (f'install it with: pip install "mnemostore[{backend.extra}]"' if backend.extra else "")
         ) from exc
     except MnemostoreError:
         raise
@@ -316,25 +303,43 @@ def open_backend(url: str, options: Mapping[str, Any] | None = None, *, create: 
         if known is None and not create and stored is None and backend.read_meta(LEDGER_KEY) is None:
             raise _not_found(backend)  # the backend could not tell before opening: nothing of ours is there
         backend.params = StoreParams.from_meta(stored)
-    except BaseException as exc:
+    except BaseException:
         backend.close()
-        if isinstance(exc, Exception) and not isinstance(exc, MnemostoreError):
-            raise backend_error(backend, "read_meta", exc) from exc
         raise
     return backend
 
 
+def drop_store(url: str, options: Mapping[str, Any] | None = None) -> None:
+    """Destroy the store at `url` and everything in it (`Backend.drop`), if `exists()` does not
+    say there is none; for the conformance suite's cleanup. UnsupportedCapability if the backend
+    cannot drop stores."""
+    backend = _unopened(url, options)
+    if _exists(backend) is not False:
+        backend.drop()
+
+
+def _unopened(url: str, options: Mapping[str, Any] | None) -> Backend:
+    """The backend instance for `url`, its options validated, not opened."""
+    parsed = StoreURL.parse(url)
+    cls = registry.for_scheme(parsed.scheme)
+    ensure_driver(cls)
+    return cls(parsed, _backend_options(cls, parsed, options or {}))
+
+
+def _exists(backend: Backend) -> bool | None:
+    try:
+        return backend.exists()
+    except (MnemostoreError, ImportError):
+        raise
+    except Exception as exc:
+        raise backend_error(backend, "exists", exc) from exc
+
+
 def _not_found(backend: Backend) -> StoreNotFound:
-    return StoreNotFound(f"no mnemostore store at {backend.url.masked} (nothing was created); check the URL, "
-                         "or open it to create a store there")
-
-
-def backend_error(backend: Backend, action: str, exc: Exception) -> BackendError:
-    """A driver's error as a `BackendError` naming the backend, the store (masked) and the call;
-    secrets of the URL are scrubbed from the driver's message. Backends may use it too."""
-    message = backend.url.scrub(str(exc).strip())
-    return BackendError(f"the {backend.name} backend failed in {action} on {backend.url.masked}: "
-                        f"{type(exc).__name__}{': ' + message if message else ''}")
+    url = backend.url.masked
+    return StoreNotFound(f"no mnemostore store at {url}: nothing there, or not a mnemostore store (nothing was "
+                         f"created or changed); check the URL, or `mnemostore migrate up {shlex.quote(url)}` makes "
+                         "it one")
 
 
 def _backend_options(cls: type[Backend], url: StoreURL, options: Mapping[str, Any]) -> BaseModel:

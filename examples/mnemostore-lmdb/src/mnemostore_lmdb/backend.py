@@ -13,6 +13,7 @@ import os
 import struct
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,6 +32,7 @@ from mnemostore.core.vectorsearch import scores, top_k
 from mnemostore.migrations import FileLock, MigrationLock
 
 _LENGTH = struct.Struct("<I")
+MIGRATE_LOCK = "migrate.lock"
 
 
 class _Environments:
@@ -140,6 +142,15 @@ class LMDBBackend(Backend):
             self._env = None
             _ENVIRONMENTS.release(self.directory)
 
+    def drop(self) -> None:
+        """Remove the store's files (LMDB's data and lock files, the migration lock), then its
+        directory if nothing else is in it (the conformance suite calls this after each test)."""
+        directory = Path(self.url.path).expanduser()
+        for name in ("data.mdb", "lock.mdb", MIGRATE_LOCK):
+            (directory / name).unlink(missing_ok=True)
+        with suppress(OSError):
+            directory.rmdir()
+
     @property
     def env(self) -> lmdb.Environment:
         if self._env is None:
@@ -157,7 +168,7 @@ class LMDBBackend(Backend):
             txn.put(key.encode(), orjson.dumps(value))
 
     def migration_lock(self) -> MigrationLock:
-        return FileLock(self.directory / "migrate.lock")
+        return FileLock(self.directory / MIGRATE_LOCK)
 
     def tenants(self, kind: str) -> list[str | None]:
         found: list[str | None] = []

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
@@ -166,6 +166,29 @@ class ChromaBackend(Backend):
         self._pairs.clear()
         if client is not None:
             release(self._client_key)
+
+    def drop(self) -> None:
+        """Delete the store's collections (every registered kind and tenant's, with and without
+        vectors, then the meta collection) and, embedded, its migration lock file."""
+        from chromadb.errors import NotFoundError
+
+        self.open()
+        try:
+            assert self._client is not None
+            client = self._client
+            with self._errors("dropping the store"):
+                if not self._registry.complete():
+                    self._registry.adopt(self._listed_tenants())
+                registered = self._registry.tenants
+                names = [self.collection_name(kind, tenant) for kind in KINDS for tenant in registered(kind)]
+                for name in [*names, *(name + "-novec" for name in names), self.options.prefix + "meta"]:
+                    with suppress(NotFoundError):
+                        client.delete_collection(name)
+            lock = self.migration_lock()
+            if isinstance(lock, FileLock):
+                lock.path.unlink(missing_ok=True)
+        finally:
+            self.close()
 
     def describe(self) -> dict[str, Any]:
         options = self.options

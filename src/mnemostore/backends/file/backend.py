@@ -20,6 +20,7 @@ one line and fsyncs it before returning, so its cost does not grow with the stor
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -114,6 +115,11 @@ class FileBackend(Backend):
     def exists(self) -> bool:
         """The directory holds a store's `meta.json` (written the first time a store is opened)."""
         return (self.directory / META_FILE).is_file()
+
+    def drop(self) -> None:
+        """Remove the store's directory: it holds nothing but the store (`open` refuses a foreign one)."""
+        if self.directory.is_dir():
+            shutil.rmtree(self.directory)
 
     def open(self) -> None:
         directory = self.directory

@@ -12,7 +12,7 @@ from __future__ import annotations
 import select
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from datetime import datetime
 from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -132,19 +132,47 @@ class PostgresBackend(Backend):
 
     def exists(self) -> bool:
         """Whether the store's meta table is in its schema (one catalog lookup; creates nothing)."""
-        import psycopg
-
         from .schema import Names
 
         meta = Names(self.options.schema_name, self.options.table_prefix).meta
-        with self._errors("connecting"):
-            if self.options.pool is not None:
-                with self.options.pool.connection() as conn:
-                    found = conn.execute("SELECT to_regclass(%s)", (meta.as_string(conn),)).fetchone()
-            else:
-                with psycopg.connect(self.conninfo(), autocommit=True) as conn:
-                    found = conn.execute("SELECT to_regclass(%s)", (meta.as_string(conn),)).fetchone()
+        with self._errors("connecting"), self._one_off() as conn:
+            found = conn.execute("SELECT to_regclass(%s)", (meta.as_string(conn),)).fetchone()
         return found is not None and found[0] is not None
+
+    def drop(self) -> None:
+        """Drop the store's tables (their indexes and row policies go with them) and its function in
+        one transaction, then its schema if that is not `public` and nothing else is left in it."""
+        import psycopg
+        from psycopg import sql
+
+        from .schema import Names
+
+        names = Names(self.options.schema_name, self.options.table_prefix)
+        tables = [names.meta, *(names.table(kind_layout.table) for kind_layout in names.layouts())]
+        with self._errors("dropping the store"), self._one_off() as conn, conn.transaction():
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(sql.SQL(", ").join(tables)))
+            conn.execute(names.render("DROP FUNCTION IF EXISTS {schema}.{name[checkpoint_latest]}"))
+        if names.schema != "public":
+            with self._errors("dropping the store's schema"), self._one_off() as conn, \
+                    suppress(psycopg.errors.DependentObjectsStillExist):  # another store, or other tables, live there
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} RESTRICT").format(sql.Identifier(names.schema)))
+
+    @contextmanager
+    def _one_off(self) -> Iterator[Connection]:
+        """A connection in autocommit for a call on a store that is not open: from the pool the
+        application passed, or a new one."""
+        import psycopg
+
+        if self.options.pool is not None:
+            with self.options.pool.connection() as conn:
+                autocommit, conn.autocommit = conn.autocommit, True
+                try:
+                    yield conn
+                finally:
+                    conn.autocommit = autocommit
+        else:
+            with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+                yield conn
 
     def open(self) -> None:
         import psycopg

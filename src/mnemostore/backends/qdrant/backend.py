@@ -26,7 +26,7 @@ from ...core.capabilities import Capability
 from ...core.filters import Expr, matches
 from ...core.protocol import PARAMS_KEY, Backend, Hit, OrderKey, StoreParams, apply_update
 from ...core.query import sort_records
-from ...core.records import Record, record_type
+from ...core.records import KINDS, Record, record_type
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...migrations.locking import FileLock, MigrationLock
@@ -130,6 +130,24 @@ class QdrantBackend(Backend):
         handle, self._handle, self._layout = self._handle, None, None
         if handle is not None:
             release(handle)
+
+    def drop(self) -> None:
+        """Delete the store's collections (`<prefix><kind>`, `<prefix>meta`) and, on disk, its
+        migration lock file."""
+        self.open()
+        try:
+            assert self._handle is not None and self._layout is not None
+            handle, layout = self._handle, self._layout
+            with handle.lock:
+                for name in (*(layout.name(kind) for kind in KINDS), layout.meta):
+                    if handle.client.collection_exists(name):
+                        handle.client.delete_collection(name)
+                    handle.collections.pop(name, None)
+            lock = self.migration_lock()
+            if isinstance(lock, FileLock):
+                lock.path.unlink(missing_ok=True)
+        finally:
+            self.close()
 
     @property
     def _client(self) -> QdrantClient:

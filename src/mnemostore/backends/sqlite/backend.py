@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,7 +31,7 @@ from .ranking import rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, Layout, tenant_key
 from .sql_filters import INLINE_LIMIT, order_sql, where_sql
 from .vector_cache import VectorCache, read_version
-from .vector_files import VectorFiles, replace_token
+from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
 
 
 class SQLiteOptions(BaseModel):
@@ -42,6 +43,10 @@ class SQLiteOptions(BaseModel):
     """Seconds a call waits for another process's write lock before failing."""
     synchronous: Literal["normal", "full"] = "normal"
     """"normal" is safe against crashed processes; "full" also against power loss, slower."""
+
+
+MIGRATE_LOCK_SUFFIX = ".migrate-lock"
+"""The migration runner's lock file: `<database>.migrate-lock`."""
 
 
 def database_path(url: StoreURL) -> Path:
@@ -116,6 +121,14 @@ class SQLiteBackend(Backend):
             conn.close()
         return found is not None
 
+    def drop(self) -> None:
+        """Remove the database file and the files SQLite and this backend keep beside it (journal,
+        WAL, shared memory, the migration lock, the vector cache directory)."""
+        path = database_path(self.url)
+        for suffix in ("-wal", "-shm", "-journal", MIGRATE_LOCK_SUFFIX, ""):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        shutil.rmtree(path.with_name(path.name + VECTORS_SUFFIX), ignore_errors=True)
+
     def open(self) -> None:
         options = self.options
         assert isinstance(options, SQLiteOptions)
@@ -174,7 +187,7 @@ class SQLiteBackend(Backend):
     # migrations ---------------------------------------------------------------------
     def migration_lock(self) -> MigrationLock:
         """A lock file beside the database: writers keep working while a migration waits."""
-        return FileLock(self.path.with_name(self.path.name + ".migrate-lock"))
+        return FileLock(self.path.with_name(self.path.name + MIGRATE_LOCK_SUFFIX))
 
     def legacy_layout(self) -> str | None:
         """Stores from before the ledger have layout 1 in `user_version` and no ledger row."""

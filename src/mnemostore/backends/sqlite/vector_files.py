@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from .connections import Connections
     from .vector_cache import Matrix, Version
 
+VECTORS_SUFFIX = "-vectors"
+"""The cache directory beside the database: `<database>-vectors`."""
 TOKEN_KEY = "sqlite.vector_files"
 """Meta key of the token that names the database's current content lineage for cache files."""
 MIN_ROWS = 1024
@@ -74,7 +76,7 @@ class VectorFiles:
     """The cache files of one database: loading them, and a writer thread keeping them current."""
 
     def __init__(self, database: Path, db: Connections, metric: str) -> None:
-        self.directory = database.with_name(database.name + "-vectors")
+        self.directory = database.with_name(database.name + VECTORS_SUFFIX)
         self.metric = metric
         self._db = db
         self._marks: dict[tuple[str, str], Mark] = {}
