@@ -97,16 +97,12 @@ def merged_state(ancestry: Ancestry, tips: Sequence[Checkpoint], plan: Plan) -> 
     """The ancestor's state with each branch's updates folded on, branches in the order of `tips`.
 
     A strict (unchosen last-write-wins) field takes the value of the one branch that changed it;
-    branches changing it to different values raise `MergeConflict`, naming them."""
+    branches changing it to different values raise `MergeConflict`, naming them (before any fold)."""
     ancestor = ancestry.ancestor.state
     branches = [(tip, branch_updates(ancestry.path(tip), plan)) for tip in tips]
-    state = ancestor
     finals: dict[str, list[tuple[Checkpoint, Any]]] = {}
     for tip, updates in branches:
-        last: dict[str, Any] = {}
-        for node, update in updates:
-            state = fold(state, {f: v for f, v in update.items() if not plan.is_strict(f)}, plan, node)
-            last.update((f, v) for f, v in update.items() if plan.is_strict(f))
+        last = {f: v for _, update in updates for f, v in update.items() if plan.is_strict(f)}
         for field, value in last.items():
             unchanged = (field not in ancestor) if value is DROPPED else (
                 field in ancestor and same(ancestor[field], value))
@@ -117,6 +113,10 @@ def merged_state(ancestry: Ancestry, tips: Sequence[Checkpoint], plan: Plan) -> 
                  if any(not _same_final(changes[0][1], value) for _, value in changes[1:])}
     if conflicts:
         raise MergeConflict(conflicts, ancestry.ancestor.id)
+    state = ancestor
+    for _, updates in branches:
+        for node, update in updates:
+            state = fold(state, {f: v for f, v in update.items() if not plan.is_strict(f)}, plan, node)
     return fold(state, {field: changes[0][1] for field, changes in finals.items()}, plan, "merge")
 
 
