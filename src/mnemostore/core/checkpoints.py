@@ -13,7 +13,7 @@ from pydantic import ValidationError as PydanticValidationError
 from .collection import Collection, check_ids
 from .errors import NotFound, ValidationError
 from .filters import Expr, F
-from .merging import check_parents, common_ancestor, merged_state
+from .merging import check_parents, check_run, common_ancestor, merged_state
 from .protocol import LATEST_CHECKPOINT_ORDER
 from .records import Checkpoint, convert_validation_error
 from .reducers import fold, partial_update, plan
@@ -164,7 +164,7 @@ class Checkpoints(Collection[Checkpoint]):
             raise ValidationError.one("parent", "apply folds onto one checkpoint (its id or the Checkpoint); "
                                       "merge joins several")
         found = self._parents(run_id, branch, [_id_of(parent, "parent")])[0]
-        check_parents(run_id, [found.id], [found])
+        check_run(run_id, found, "parent")
         return found
 
     def merge(self, run_id: str, parents: Sequence[str | Checkpoint], *,

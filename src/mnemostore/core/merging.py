@@ -130,7 +130,12 @@ def check_parents(run_id: str, parent_ids: list[str], found: list[Checkpoint]) -
         raise ValidationError.one("parents", "merge needs at least one checkpoint (the branches to join)")
     by_id = {c.id: c for c in found}
     for index, parent_id in enumerate(parent_ids):
-        if by_id[parent_id].run_id != run_id:
-            raise ValidationError.one(f"parents[{index}]", f"checkpoint {parent_id!r} belongs to run "
-                                      f"{by_id[parent_id].run_id!r}, not {run_id!r}")
+        check_run(run_id, by_id[parent_id], f"parents[{index}]")
     return [by_id[i] for i in dict.fromkeys(parent_ids)]
+
+
+def check_run(run_id: str, checkpoint: Checkpoint, field: str) -> None:
+    """Refuse a checkpoint of another run where one of `run_id` is needed."""
+    if checkpoint.run_id != run_id:
+        raise ValidationError.one(field, f"checkpoint {checkpoint.id!r} belongs to run {checkpoint.run_id!r}, "
+                                  f"not {run_id!r}")
