@@ -130,6 +130,16 @@ def _check_lineage(store: Store, merged: Checkpoint, fork: Checkpoint, tips: lis
     assert [c.id for c in cps.lineage(merged)][:2] == [merged.id, tips[0].id]
 
 
+def _check_merge_in_order(store: Store, scenario: Scenario, *, snapshots: bool) -> None:
+    """The merge of the scenario's parents equals its updates applied in order, with the lineage of a merge."""
+    run = uuid.uuid4().hex
+    fork, tips = _build(store, scenario, run, snapshots=snapshots)
+    assert all((tip.update is None) == snapshots for tip in tips)
+    merged = store.checkpoints.merge(f"{run}-snapshots" if snapshots else run, tips, reducers=scenario.chosen)
+    assert merged.state == _in_order(store, scenario, f"{run}-in-order")
+    _check_lineage(store, merged, fork, tips)
+
+
 class MergeClauses:
     @since("1.4")
     def test_a_merge_counts_what_the_branches_inherited_once(self, store: Store) -> None:
@@ -285,27 +295,15 @@ class MergeClauses:
         assert again.checkpoints.get(applied.id).update == {"log": ["a"], "deep": {"x": [1, 2.5, None]}}
 
     @since("1.4")
-    @examples(20)
-    @given(scenario=scenarios(REDUCERS))
+    @pytest.mark.parametrize("snapshots", [False, True], ids=["updates", "snapshots"])
+    @examples(18)
+    @given(data=st.data())
     def test_merging_branches_of_random_updates_equals_applying_them_in_order(
-            self, store: Store, scenario: Scenario) -> None:
-        run = uuid.uuid4().hex
-        fork, tips = _build(store, scenario, run)
-        merged = store.checkpoints.merge(run, tips, reducers=scenario.chosen)
-        assert merged.state == _in_order(store, scenario, f"{run}-in-order")
-        _check_lineage(store, merged, fork, tips)
-
-    @since("1.4")
-    @examples(15)
-    @given(scenario=scenarios(EXACT_FOR_SNAPSHOTS))
-    def test_merging_snapshot_branches_equals_applying_their_updates_in_order(
-            self, store: Store, scenario: Scenario) -> None:
-        run = uuid.uuid4().hex
-        fork, tips = _build(store, scenario, run, snapshots=True)
-        assert all(tip.update is None for tip in tips)
-        merged = store.checkpoints.merge(f"{run}-snapshots", tips, reducers=scenario.chosen, default="last")
-        assert merged.state == _in_order(store, scenario, f"{run}-in-order")
-        _check_lineage(store, merged, fork, tips)
+            self, store: Store, snapshots: bool, data: st.DataObject) -> None:
+        """Branches built with `apply` (every reducer), or saved whole (the reducers whose difference
+        rule is exact), merge to what applying all their updates in order on one chain gives."""
+        _check_merge_in_order(store, data.draw(scenarios(EXACT_FOR_SNAPSHOTS if snapshots else REDUCERS)),
+                              snapshots=snapshots)
 
     @since("1.4")
     @examples(20)
