@@ -53,6 +53,12 @@ def _bench_state(results: Results, state: dict[str, Any], kind: str, n: int, rep
                      baseline_name="sqlite3 SELECT by id")),
         at_least(Row(f"checkpoint latest(run) {size} x{few:,}, run of {n:,}", m["latest"], m["raw_latest"], per=few,
                      baseline_name="sqlite3 ORDER BY seq DESC LIMIT 1")),
+        Row(f"checkpoint apply of a small update to {size} x{n:,}", m["apply"], m["save_latest"], per=n,
+            baseline_name="save of the whole state, default parent",
+            note="reads the latest checkpoint, folds {step, scratch} (last, merge), keeps the update beside the state"),
+        Row(f"checkpoint merge of two {size} branches x{few:,}", m["merge"], m["save_latest"] / n * few, per=few,
+            baseline_name="save of the whole state, default parent",
+            note="branches of one apply each from a fork (untimed): reads tips, walks to the ancestor, folds, writes"),
     ]
     for row in rows:
         results.add(row)
@@ -73,6 +79,23 @@ def _ours(timings: dict[str, list[float]], state: dict[str, Any], n: int, few: i
         _record(timings, "latest", lambda: [cps.latest("run-b") for _ in range(few)])
         latest = cps.latest("run-b")
         assert latest is not None and latest.state == state
+        cps.save("run-c", state, parent=None)
+        _record(timings, "apply", lambda: [cps.apply("run-c", _small_update(i), reducers=_REDUCERS) for i in range(n)])
+        applied = cps.latest("run-c")
+        assert applied is not None and applied.state == {
+            **state, "step": n - 1, "scratch": {**state.get("scratch", {}), "tokens": 48_000 + n - 1}}
+        forks = [(cps.apply("run-c", _small_update(i), parent=applied, branch=f"a{i}", reducers=_REDUCERS),
+                  cps.apply("run-c", {"step": i}, parent=applied, branch=f"b{i}")) for i in range(few)]
+        _record(timings, "merge", lambda: [cps.merge("run-c", pair, reducers=_REDUCERS, default="last")
+                                           for pair in forks])
+
+
+_REDUCERS = {"scratch": "merge"}
+
+
+def _small_update(i: int) -> dict[str, Any]:
+    """What one node of the benchmark's graph changes: a counter and one key of a nested object."""
+    return {"step": i, "scratch": {"tokens": 48_000 + i}}
 
 
 def _raw(timings: dict[str, list[float]], state: dict[str, Any], n: int, few: int, tmp: Path) -> None:

@@ -64,8 +64,8 @@ def fill(url: str, per_kind: int = 10) -> dict[str, int]:
                 counts[kind] += len(records)
             root = store.checkpoints.save("run-1", {"step": 0, "plan": ["a", "b"]}, node_id="plan", parent=None)
             edit = store.checkpoints.save("run-1", {"step": 1, "files": ["a.py"]}, node_id="edit")
-            tests = store.checkpoints.save("run-1", {"tests": ["t1"], "n": 1}, node_id="test", branch="tests",
-                                           parent=edit.id)
+            tests = store.checkpoints.apply("run-1", {"tests": ["t1"], "n": 1}, node_id="test", branch="tests",
+                                            parent=edit.id)  # keeps its update: copies must carry it
             docs = store.checkpoints.save("run-1", {"tests": ["t2"], "n": 2}, node_id="docs", branch="docs",
                                           parent=edit.id, embedding=vs[t])
             store.checkpoints.merge("run-1", [tests.id, docs.id], reducers={"tests": "append", "n": "sum"})
@@ -91,11 +91,15 @@ def snapshot(url: str) -> dict[str, dict[str | None, list[Record]]]:
 
 
 def merge_lineage(url: str, tenant: str | None) -> list[str]:
-    """The node ids of the merged checkpoint's first-parent lineage."""
+    """The node ids of the merged checkpoint's first-parent lineage, after checking the merge
+    counted what its branches inherited once and its `apply`d parent kept its update."""
     with mnemostore.open(url, tenant=tenant) as store:
         merged = store.checkpoints.first(F.node_id == "merge")
         assert merged is not None and len(merged.parent_ids) == 2
-        return [c.node_id for c in store.checkpoints.lineage(merged.id)]
+        assert merged.state == {"tests": ["t1", "t2"], "n": 3}
+        lineage = store.checkpoints.lineage(merged.id)
+        assert lineage[1].update == {"tests": ["t1"], "n": 1}
+        return [c.node_id for c in lineage]
 
 
 def params_of(url: str) -> Any:

@@ -49,8 +49,12 @@ def test_demo_writes_memory_and_recalls_it_with_a_filtered_search(
     assert "confidence 0.75 -> 0.79 (4 of 5 uses succeeded)" in out
     assert "merge <- run_tests <- edit <- plan" in out
     assert "Restored the latest state as RunState" in out
-    assert ("(the merge's rule: files_changed union; notes union; tests_passed max; every other field, step "
-            "included, from the last parent, write_docs)") in out
+    assert "step='docs', tests_passed=212, files_changed=['tests/test_upload.py', 'CHANGELOG.md']" in out
+    assert ("notes, each once though both branches inherited them: ['reproduce with a fixed seed', "
+            "'isolate the temp dir per test', '200 seeded runs green']") in out
+    assert ("(the merge's rule: each branch's changes since edit folded once onto its state, branches in order: "
+            "step last (the last branch to change it: write_docs); files_changed union; notes append; "
+            "tests_passed max; any other field two branches changed differently would be a MergeConflict)") in out
 
 
 def test_demo_is_repeatable_and_does_not_pile_up_records(

@@ -41,6 +41,10 @@ _EXPORTS: dict[str, str] = {
     "DuplicateBackend": "mnemostore.core.errors",
     "StoreNotFound": "mnemostore.core.errors",
     "ValidationError": "mnemostore.core.errors",
+    "ReducerError": "mnemostore.core.errors",
+    "MergeConflict": "mnemostore.core.errors",
+    "Reducer": "mnemostore.core.reducers",
+    "register_reducer": "mnemostore.core.reducers",
     "UnsupportedFilter": "mnemostore.core.errors",
     "UnsupportedCapability": "mnemostore.core.errors",
     "NotFound": "mnemostore.core.errors",
@@ -74,11 +78,13 @@ if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --str
     from .core.errors import ConfigError as ConfigError
     from .core.errors import DuplicateBackend as DuplicateBackend
     from .core.errors import LockHeld as LockHeld
+    from .core.errors import MergeConflict as MergeConflict
     from .core.errors import MigrationError as MigrationError
     from .core.errors import MnemostoreError as MnemostoreError
     from .core.errors import NotFound as NotFound
     from .core.errors import PendingMigrations as PendingMigrations
     from .core.errors import PluginLoadError as PluginLoadError
+    from .core.errors import ReducerError as ReducerError
     from .core.errors import SchemaMismatch as SchemaMismatch
     from .core.errors import StoreClosed as StoreClosed
     from .core.errors import StoreNotFound as StoreNotFound
@@ -100,6 +106,8 @@ if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --str
     from .core.records import Heuristic as Heuristic
     from .core.records import Outcome as Outcome
     from .core.records import Record as Record
+    from .core.reducers import Reducer as Reducer
+    from .core.reducers import register_reducer as register_reducer
     from .core.registry import registry as registry
     from .core.store import Store as Store
     from .core.store import open as open

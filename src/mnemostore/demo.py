@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from pydantic import BaseModel
 
@@ -18,6 +18,7 @@ from .core.capabilities import VECTOR_METRICS, Capability
 from .core.errors import SchemaMismatch
 from .core.filters import F
 from .core.records import KINDS, AntiPattern, Checkpoint, Heuristic, Outcome
+from .core.reducers import Reducer, declared_reducers
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,10 +71,10 @@ class RunState(BaseModel):
     """The state an agent run checkpoints; restored into this class by `checkpoints.restore`."""
 
     task: str
-    step: str
-    files_changed: list[str] = []
-    notes: list[str] = []
-    tests_passed: int = 0
+    step: Annotated[str, Reducer("last")]
+    files_changed: Annotated[list[str], Reducer("union")] = []
+    notes: Annotated[list[str], Reducer("append")] = []
+    tests_passed: Annotated[int, Reducer("max")] = 0
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class DemoReport:
     seen: AntiPattern
     history: list[Checkpoint]
     lineage: list[Checkpoint]
+    ancestor: Checkpoint | None
     restored: RunState | None
 
 
@@ -206,6 +208,7 @@ def run(store: Store, embed: HashingEmbedder | None = None) -> DemoReport:
         seen=seen,
         history=store.checkpoints.history(RUN_ID),
         lineage=store.checkpoints.lineage(merged.id),
+        ancestor=store.checkpoints.common_ancestor(merged.parent_ids),
         restored=store.checkpoints.restore(RUN_ID, RunState),
     )
 
@@ -235,29 +238,25 @@ def _write(store: Store, embed: HashingEmbedder) -> dict[str, int]:
     return {"outcome": len(outcomes), "heuristic": len(heuristics), "anti_pattern": len(anti_patterns)}
 
 
-MERGE_REDUCERS = {"files_changed": "union", "notes": "union", "tests_passed": "max"}
-"""How the demo's merge combines its branches; a field without a reducer takes the last parent's value."""
+MERGE_REDUCERS = declared_reducers(RunState)
+"""How the demo's merge folds its branches' updates: the reducers `RunState` declares on its fields."""
 
 
 def _checkpoints(store: Store) -> Checkpoint:
-    """A run that plans, edits, tests and documents in parallel branches, then merges them."""
-    save = store.checkpoints.save
+    """A run that plans and edits, then tests and documents in parallel branches (each node returning
+    only what it changes), then merges them: what both branches inherited counts once."""
+    cps = store.checkpoints
     task = "fix the flaky test_upload"
-    common = {"project_id": PROJECT, "agent": "coder"}
-    plan = save(RUN_ID, RunState(task=task, step="plan", notes=["reproduce with a fixed seed"]),
-                parent=None, node_id="plan", id=_id("checkpoint", "plan"), **common)
-    edit_state = RunState(task=task, step="edit", files_changed=["tests/test_upload.py"],
-                          notes=["reproduce with a fixed seed", "isolate the temp dir per test"])
-    edit = save(RUN_ID, edit_state, parent=plan.id, node_id="edit", id=_id("checkpoint", "edit"), **common)
-    tested = edit_state.model_copy(update={"step": "test", "tests_passed": 212,
-                                           "notes": [*edit_state.notes, "200 seeded runs green"]})
-    tests = save(RUN_ID, tested, parent=edit.id, branch="tests", node_id="run_tests",
-                 id=_id("checkpoint", "tests"), **common)
-    documented = edit_state.model_copy(update={"step": "docs",
-                                               "files_changed": [*edit_state.files_changed, "CHANGELOG.md"]})
-    docs = save(RUN_ID, documented, parent=edit.id, branch="docs", node_id="write_docs",
-                id=_id("checkpoint", "docs"), **common)
-    return store.checkpoints.merge(
-        RUN_ID, [tests.id, docs.id], node_id="merge", id=_id("checkpoint", "merge"),
-        reducers=MERGE_REDUCERS, **common)
-
+    common: dict[str, Any] = {"project_id": PROJECT, "agent": "coder"}
+    plan = cps.save(RUN_ID, RunState(task=task, step="plan", notes=["reproduce with a fixed seed"]),
+                    parent=None, node_id="plan", id=_id("checkpoint", "plan"), **common)
+    edit = cps.apply(RUN_ID, {"step": "edit", "files_changed": ["tests/test_upload.py"],
+                              "notes": ["isolate the temp dir per test"]},
+                     parent=plan.id, node_id="edit", model=RunState, id=_id("checkpoint", "edit"), **common)
+    tests = cps.apply(RUN_ID, {"step": "test", "tests_passed": 212, "notes": ["200 seeded runs green"]},
+                      parent=edit.id, branch="tests", node_id="run_tests", model=RunState,
+                      id=_id("checkpoint", "tests"), **common)
+    docs = cps.apply(RUN_ID, {"step": "docs", "files_changed": ["CHANGELOG.md"]}, parent=edit.id, branch="docs",
+                     node_id="write_docs", model=RunState, id=_id("checkpoint", "docs"), **common)
+    return cps.merge(RUN_ID, [tests.id, docs.id], node_id="merge", model=RunState, id=_id("checkpoint", "merge"),
+                     **common)

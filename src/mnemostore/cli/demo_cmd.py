@@ -93,16 +93,22 @@ def render(report: DemoReport, source: str, inspect_url: str | None = None) -> s
         from ..demo import MERGE_REDUCERS
 
         state = report.restored
+        ancestor = report.ancestor.node_id if report.ancestor is not None else "?"
+        last_parent = nodes.get(report.lineage[0].parent_ids[-1], "?")
         lines += [
             f"Restored the latest state as {type(state).__name__}: step={state.step!r}, "
             f"tests_passed={state.tests_passed}, files_changed={state.files_changed}",
-            f"  (the merge's rule: {merge_rule(MERGE_REDUCERS, nodes.get(report.lineage[0].parent_ids[-1], '?'))})",
+            f"  notes, each once though both branches inherited them: {state.notes}",
+            f"  (the merge's rule: {merge_rule(MERGE_REDUCERS, ancestor, last_parent)})",
         ]
     lines += ["", f"Inspect the store with: mnemostore info{' ' + shlex.quote(inspect_url) if inspect_url else ''}"]
     return "\n".join(lines)
 
 
-def merge_rule(reducers: dict[str, str], last_parent: str) -> str:
-    """How a merge combined its parents, in words: each reducer, then the default for other fields."""
-    named = "; ".join(f"{field} {reducer}" for field, reducer in reducers.items())
-    return f"{named}; every other field, step included, from the last parent, {last_parent}"
+def merge_rule(reducers: dict[str, str], ancestor: str, last_parent: str) -> str:
+    """How a merge combined its parents, in words: from the common ancestor, each reducer, then the
+    rule for other fields."""
+    last = f" (the last branch to change it: {last_parent})"
+    named = "; ".join(f"{field} {reducer}{last if reducer == 'last' else ''}" for field, reducer in reducers.items())
+    return (f"each branch's changes since {ancestor} folded once onto its state, branches in order: {named}; "
+            "any other field two branches changed differently would be a MergeConflict")

@@ -1,9 +1,10 @@
-"""Checkpoints of a run: lineage per run and branch, restore into a model, merge with reducers."""
+"""Checkpoints of a run: lineage per run and branch, partial updates and merges folded by reducers
+(`reducers`, `merging`), restore into a model."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Collection as Collection_
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -12,8 +13,10 @@ from pydantic import ValidationError as PydanticValidationError
 from .collection import Collection, check_ids
 from .errors import NotFound, ValidationError
 from .filters import Expr, F
+from .merging import check_parents, check_run, common_ancestor, merged_state
 from .protocol import LATEST_CHECKPOINT_ORDER
 from .records import Checkpoint, convert_validation_error
+from .reducers import fold, partial_update, plan
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -25,32 +28,6 @@ class _Latest:
 
 LATEST: Any = _Latest()
 """Default `parent`: the latest checkpoint of the same run and branch, if there is one."""
-
-
-def _append(a: Any, b: Any) -> Any:
-    return list(a or []) + list(b or [])
-
-
-def _union(a: Any, b: Any) -> Any:
-    merged = list(a or [])
-    merged.extend(item for item in (b or []) if item not in merged)
-    return merged
-
-
-def _merge(a: Any, b: Any) -> Any:
-    return {**(a or {}), **(b or {})}
-
-
-REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
-    "append": _append,
-    "merge": _merge,
-    "last": lambda a, b: b,
-    "sum": lambda a, b: (a or 0) + (b or 0),
-    "max": lambda a, b: b if a is None else a if b is None else max(a, b),
-    "min": lambda a, b: b if a is None else a if b is None else min(a, b),
-    "union": _union,
-}
-"""Per-field reducers for `merge`; a field without one takes the last parent's value."""
 
 
 class Checkpoints(Collection[Checkpoint]):
@@ -141,12 +118,7 @@ class Checkpoints(Collection[Checkpoint]):
         latest = self.latest(run_id, branch)
         if latest is None:
             return None
-        try:
-            return model.model_validate(latest.state)
-        except PydanticValidationError as exc:
-            where = f"checkpoint {latest.id!r} of run {run_id!r} does not fit {model.__name__}"
-            raise ValidationError([(f"state.{field}" if field else "state", f"{message} ({where})")
-                                   for field, message in convert_validation_error(exc).errors]) from None
+        return _fit(model, latest.state, f"checkpoint {latest.id!r} of run {run_id!r}")
 
     def prune(self, run_id: str, keep: int, branch: str | None = None) -> int:
         """Delete all but the `keep` newest checkpoints of each branch of a run."""
@@ -163,27 +135,73 @@ class Checkpoints(Collection[Checkpoint]):
                 doomed.append(checkpoint.id)
         return self.delete(doomed) if doomed else 0
 
-    def merge(self, run_id: str, parents: Sequence[str | Checkpoint], *,
-              reducers: Mapping[str, str] | None = None, node_id: str = "merge", branch: str = "main",
-              **fields: Any) -> Checkpoint:
-        """Merge parallel branches into one checkpoint naming every parent.
+    def apply(self, run_id: str, update: Mapping[str, Any], *, node_id: str = "", branch: str = "main",
+              parent: Any = LATEST, reducers: Mapping[str, str] | None = None, default: str | None = None,
+              model: type[BaseModel] | None = None, **fields: Any) -> Checkpoint:
+        """Fold a node's partial `update` into the state of `parent` (by default the latest checkpoint of
+        this run and branch; None: onto {}) and save the result as its child, keeping `update` with it.
 
-        Parents' states are folded in the order given, each field with its reducer
-        (append, merge, last, sum, max, min, union); fields without one take the last value.
+        Each field goes through its reducer: `reducers` over those `model` declares, `default` (last)
+        for the rest. With `model`, the new state must fit it. A failing reducer writes nothing.
         """
-        reducers = dict(reducers or {})
-        for name, reducer in reducers.items():
-            if reducer not in REDUCERS:
-                known = ", ".join(REDUCERS)
-                raise ValidationError.one(f"reducers.{name}", f"unknown reducer {reducer!r}; use one of {known}")
+        rules = plan(reducers, default, model)
+        changes = partial_update(update)
+        prior = self._prior(run_id, branch, parent)
+        state = fold(prior.state if prior else {}, changes, rules, node_id or "(no node_id)")
+        if model is not None:
+            _fit(model, state, f"the state apply made for run {run_id!r}")
+        return self.add(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
+                        parent_ids=[prior.id] if prior else [], sequence=prior.sequence + 1 if prior else 0,
+                        update=changes, **fields)
+
+    def _prior(self, run_id: str, branch: str, parent: Any) -> Checkpoint | None:
+        """The one checkpoint `apply` folds onto: of this run, read afresh."""
+        if parent is LATEST:
+            return self.latest(run_id, branch)
+        if parent is None:
+            return None
+        if not isinstance(parent, str | Checkpoint):
+            raise ValidationError.one("parent", "apply folds onto one checkpoint (its id or the Checkpoint); "
+                                      "merge joins several")
+        found = self._parents(run_id, branch, [_id_of(parent, "parent")])[0]
+        check_run(run_id, found, "parent")
+        return found
+
+    def merge(self, run_id: str, parents: Sequence[str | Checkpoint], *,
+              reducers: Mapping[str, str] | None = None, default: str | None = None,
+              model: type[BaseModel] | None = None, node_id: str = "merge", branch: str = "main",
+              **fields: Any) -> Checkpoint:
+        """Join branches of a run into one checkpoint naming every parent.
+
+        Each branch's updates since the parents' common ancestor are folded onto the ancestor's state,
+        branches in the order given, so nothing inherited counts twice; a snapshot's update is its
+        difference from the step before. Reducers as for `apply`; without `default`, two branches
+        changing an unreduced field differently raise `MergeConflict`. Nothing is written on an error.
+        """
+        rules = plan(reducers, default, model)
         parent_ids = self._parent_ids(parents, "parents")
-        found = {c.id: c for c in self._parents(run_id, branch, parent_ids)}
-        state: dict[str, Any] = {}
-        for parent_id in parent_ids:
-            for key, value in found[parent_id].state.items():
-                reduce = REDUCERS[reducers.get(key, "last")]
-                state[key] = reduce(state[key], value) if key in state else value
-        return self.save(run_id, state, parent=parent_ids, node_id=node_id, branch=branch, **fields)
+        tips = check_parents(run_id, parent_ids, self._parents(run_id, branch, parent_ids))
+        ancestry = common_ancestor(tips, self._read)
+        if ancestry is None:
+            raise ValidationError.one("parents", f"checkpoints {', '.join(map(repr, parent_ids))} have no common "
+                                      "ancestor (separate roots, or their fork point was pruned)")
+        state = merged_state(ancestry, tips, rules)
+        if model is not None:
+            _fit(model, state, f"the state the merge made for run {run_id!r}")
+        return self.save(run_id, state, parent=[tip.id for tip in tips], node_id=node_id, branch=branch, **fields)
+
+    def common_ancestor(self, checkpoints: Sequence[str | Checkpoint]) -> Checkpoint | None:
+        """The nearest checkpoint all of `checkpoints` descend from (through all parents), or None."""
+        ids = self._parent_ids(checkpoints, "checkpoints")
+        if not ids:
+            raise ValidationError.one("checkpoints", "give at least one checkpoint")
+        tips = self._read(list(dict.fromkeys(ids)))
+        self._check_found(ids, {c.id for c in tips})
+        ancestry = common_ancestor(tips, self._read)
+        return None if ancestry is None else ancestry.ancestor
+
+    def _read(self, ids: list[str]) -> list[Checkpoint]:
+        return self.get_many(ids, vectors=False)
 
     @staticmethod
     def _run_filter(run_id: str, branch: str | None) -> Expr:
@@ -199,3 +217,13 @@ def _id_of(item: Any, field: str) -> str:
         raise ValidationError.one(field, f"takes a checkpoint id or a Checkpoint, not {type(item).__name__}")
     check_ids([item], field)
     return item
+
+
+def _fit(model: type[M], state: dict[str, Any], where: str) -> M:
+    """`state` as an instance of `model`, or a ValidationError naming `state.<field>` and `where`."""
+    try:
+        return model.model_validate(state)
+    except PydanticValidationError as exc:
+        problem = f"{where} does not fit {model.__name__}"
+        raise ValidationError([(f"state.{field}" if field else "state", f"{message} ({problem})")
+                               for field, message in convert_validation_error(exc).errors]) from None

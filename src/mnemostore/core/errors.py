@@ -52,6 +52,28 @@ class ValidationError(MnemostoreError, ValueError):
         )
 
 
+class ReducerError(ValidationError):
+    """A checkpoint reducer refused a value; `field`, `reducer` and `node` say where. Nothing was written."""
+
+    def __init__(self, field: str, reducer: str, node: str, problem: str) -> None:
+        self.field, self.reducer, self.node = field, reducer, node
+        super().__init__([(field, f"reducer {reducer!r} at node {node!r}: {problem}")])
+
+
+class MergeConflict(MnemostoreError):
+    """Branches changed a last-write-wins field to different values since their common ancestor.
+
+    `conflicts` maps each such field to the branches that changed it; nothing was written."""
+
+    def __init__(self, conflicts: dict[str, list[str]], ancestor: str) -> None:
+        self.conflicts, self.ancestor = conflicts, ancestor
+        self.field, self.branches = next(iter(conflicts.items()))
+        lines = [f"field {field!r} changed to different values on {' and '.join(branches)}"
+                 for field, branches in conflicts.items()]
+        super().__init__("; ".join(lines) + f" since their common ancestor {ancestor!r}: choose a reducer for "
+                         "the field (reducers={...}), or default='last' to let the last branch win")
+
+
 class UnsupportedFilter(MnemostoreError):
     """The backend cannot honour a filter operator; it never silently drops it."""
 

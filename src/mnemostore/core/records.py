@@ -225,6 +225,9 @@ class Checkpoint(Record):
     parent_ids: list[Identifier] = Field(default_factory=list)
     state: dict[str, Any] = Field(default_factory=dict)
     state_hash: str = ""
+    update: dict[str, Any] | None = None
+    """The partial update `checkpoints.apply` folded into the parent's state to make `state`, kept so a
+    merge can fold it again; None for a snapshot (`save`, `merge`)."""
 
     @model_validator(mode="after")
     def _check_state(self) -> Checkpoint:
@@ -232,6 +235,13 @@ class Checkpoint(Record):
         data = dumps_json_document(self.state, "state")
         if not self.state_hash:
             object.__setattr__(self, "state_hash", hashlib.sha256(data).hexdigest())
+        return self
+
+    @model_validator(mode="after")
+    def _check_update(self) -> Checkpoint:
+        """Prove the kept update is lossless JSON, as the state is."""
+        if self.update is not None:
+            dumps_json_document(self.update, "update")
         return self
 
     @classmethod

@@ -25,6 +25,7 @@ from .clauses.fidelity import FidelityClauses
 from .clauses.filters import FilterClauses
 from .clauses.fuzzing import FuzzClauses
 from .clauses.isolation import IsolationClauses
+from .clauses.merges import MergeClauses
 from .clauses.migrations import MigrationClauses
 from .clauses.ordering import OrderingClauses
 from .clauses.persistence import PersistenceClauses
@@ -47,6 +48,7 @@ class ConformanceSuite(
     PersistenceClauses,
     TenancyClauses,
     CheckpointClauses,
+    MergeClauses,
     IsolationClauses,
     ProcessClauses,
     CrashClauses,

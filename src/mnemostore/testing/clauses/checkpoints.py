@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from ...core.capabilities import Capability
 from ...core.checkpoints import LATEST
-from ...core.errors import NotFound, ValidationError
+from ...core.errors import MergeConflict, NotFound, ValidationError
 from ...core.records import Checkpoint
 from ...core.store import Store
 from ..factories import offset_time
@@ -235,31 +235,39 @@ class CheckpointClauses:
 
     def test_merge_with_every_reducer_and_several_parents(self, store: Store) -> None:
         cps = store.checkpoints
-        root = cps.save("run", {"start": True})
-        states: list[dict[str, Any]] = [
-            {"log": ["a"], "cfg": {"x": 1, "y": 1}, "last": "first", "total": 1, "hi": 3, "lo": 3,
-             "tags": ["t1", "t2"], "plain": 1},
-            {"log": ["b", "c"], "cfg": {"y": 2}, "last": "second", "total": 2.5, "hi": 7, "lo": -1,
+        inherited: dict[str, Any] = {"log": ["r"], "cfg": {"x": 0}, "total": 10, "hi": 5, "lo": 5, "tags": ["t0"],
+                                     "plain": 0}
+        root = cps.save("run", inherited)
+        changes: list[dict[str, Any]] = [
+            {"log": ["r", "a"], "cfg": {"x": 1, "y": 1}, "last": "first", "total": 11, "hi": 3, "lo": 3,
+             "tags": ["t0", "t1", "t2"]},
+            {"log": ["r", "b", "c"], "cfg": {"x": 0, "y": 2}, "last": "second", "total": 12.5, "hi": 7, "lo": -1,
              "tags": ["t2", "t3"], "plain": 2},
-            {"log": [], "cfg": {"z": None}, "last": None, "total": 0, "hi": None, "lo": 0,
-             "tags": ["t1", "t4"], "only_here": "yes"},
+            {"cfg": {"x": 0, "z": None}, "last": None, "hi": None, "lo": 0, "tags": ["t0", "t1", "t4"],
+             "only_here": "yes"},
         ]
-        parents = [cps.save("run", state, branch=f"b{i}", parent=root.id) for i, state in enumerate(states)]
+        parents = [cps.save("run", {**inherited, **change}, branch=f"b{i}", parent=root.id)
+                   for i, change in enumerate(changes)]
         reducers = {"log": "append", "cfg": "merge", "last": "last", "total": "sum", "hi": "max", "lo": "min",
                     "tags": "union"}
         merged = cps.merge("run", [p.id for p in parents], reducers=reducers)
-        assert merged.state == {
-            "log": ["a", "b", "c"], "cfg": {"x": 1, "y": 2, "z": None}, "last": None, "total": 3.5, "hi": 7,
-            "lo": -1, "tags": ["t1", "t2", "t3", "t4"], "plain": 2, "only_here": "yes",
+        assert merged.state == {  # what the root had counts once; each branch adds what it changed
+            "log": ["r", "a", "b", "c"], "cfg": {"x": 1, "y": 2, "z": None}, "last": None, "total": 13.5, "hi": 7,
+            "lo": -1, "tags": ["t0", "t1", "t2", "t3", "t4"], "plain": 2, "only_here": "yes",
         }
         assert merged.parent_ids == [p.id for p in parents]
         assert (merged.sequence, merged.branch_id, merged.node_id) == (2, "main", "merge")
         assert cps.get(merged.id) == merged
         assert cps.latest("run", branch="main") == merged
         assert [c.id for c in cps.lineage(merged.id)] == [merged.id, parents[0].id, root.id]
-        two = cps.merge("run", [parents[1].id, parents[0].id], reducers={"log": "append"}, branch="joined")
-        assert two.state["log"] == ["b", "c", "a"] and two.state["cfg"] == {"x": 1, "y": 1}
+        with pytest.raises(MergeConflict) as conflict:
+            cps.merge("run", [parents[1].id, parents[0].id], reducers={"log": "append"}, branch="joined")
+        assert list(conflict.value.conflicts) == ["cfg", "hi", "last", "lo", "tags", "total"]
+        two = cps.merge("run", [parents[1].id, parents[0].id], reducers={"log": "append"}, default="last",
+                        branch="joined")
+        assert two.state["log"] == ["r", "b", "c", "a"] and two.state["cfg"] == {"x": 1, "y": 1}
         assert two.parent_ids == [parents[1].id, parents[0].id]
+        assert cps.count() == 6  # the conflict wrote nothing
 
     def test_merge_rejects_unknown_reducers_and_parents(self, store: Store) -> None:
         cps = store.checkpoints
