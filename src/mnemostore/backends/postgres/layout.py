@@ -25,7 +25,7 @@ from typing import Any, get_args
 
 import orjson
 
-from ...core.codec import instant_micros, trusted_record
+from ...core.codec import binary_fields, dumps_fields, fill_binary, instant_micros, trusted_record
 from ...core.compression import deflate, inflate
 from ...core.records import Record, record_type
 
@@ -154,7 +154,7 @@ class KindLayout:
 
     def encode_doc(self, data: dict[str, Any]) -> bytes:
         """The document fields as orjson, zstd-compressed from `COMPRESS_AT` bytes."""
-        return deflate(orjson.dumps({name: data[name] for name in self.doc_fields}), COMPRESS_AT)
+        return deflate(dumps_fields({name: data[name] for name in self.doc_fields}), COMPRESS_AT)
 
     def decode(self, row: tuple[Any, ...], vector: Any = None) -> Record:
         """Rebuild a record from a row read in `data_columns` order."""
@@ -170,6 +170,7 @@ class KindLayout:
         for name, index, offset_index in datetimes:
             value = row[index]
             data[name] = None if value is None else decode_datetime(value, row[offset_index])
+        fill_binary(data, dict.fromkeys(binary_fields(self.cls)))
         data["embedding"] = vector
         return trusted_record(self.cls, data)
 
