@@ -15,7 +15,7 @@ from mnemostore.core.protocol import ID_ORDER, Backend
 from mnemostore.core.records import KINDS, Record
 from mnemostore.core.store import open_backend
 from mnemostore.migrations.streams import digest_kind
-from mnemostore.testing.factories import make, nested_metadata, offset_time, vectors
+from mnemostore.testing.factories import make, nested_metadata, offset_time, payload_bytes, vectors
 
 DIMENSION = 8
 TENANTS: tuple[str | None, ...] = (None, "acme")
@@ -70,8 +70,10 @@ def fill(url: str, per_kind: int = 10) -> dict[str, int]:
                                           parent=edit.id, embedding=vs[t])
             store.checkpoints.merge("run-1", [tests.id, docs.id], reducers={"tests": "append", "n": "sum"})
             counts["checkpoint"] += 5
-            for i in range(per_kind // 2):
-                store.checkpoints.save(f"run-{i + 2}", {"step": i, "big": "x" * 200}, parent=root.id)
+            for i in range(per_kind // 2):  # payloads: every byte value, empty bytes, and None
+                payload = payload_bytes(i) if i % 3 else None
+                store.checkpoints.save(f"run-{i + 2}", {"step": i, "big": "x" * 200}, parent=root.id,
+                                       payload=payload)
                 counts["checkpoint"] += 1
     return counts
 

@@ -150,6 +150,52 @@ def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) ->
         assert store.checkpoints.count({"branch_id": mapping.WRITES_BRANCH}) == 1
 
 
+def as_format_2(record: Any) -> Any:
+    """A format-3 record as format 2 stored it: values as [type, base64] in `state`, no payload."""
+    from mnemostore.core.base64text import to_text
+
+    state, payload = dict(record.state), record.payload
+    state["format"] = 2
+    if "split" in state:
+        (checkpoint_type, metadata_type), split = state.pop("types"), state.pop("split")
+        state["checkpoint"] = [checkpoint_type, to_text(payload[:split])]
+        state["metadata"] = [metadata_type, to_text(payload[split:])]
+    else:
+        state["value"] = [state.pop("type"), to_text(payload)]
+    return record.model_copy(update={"state": state, "payload": None})
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_format_2_records_read_back_beside_format_3(backend: str, tmp_path: Path) -> None:
+    """Checkpoints and writes stored by format 2 (values as base64 in `state`) give the same tuples
+    as format 3's payloads, by id, latest and list (metadata filter included), in one thread."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from mnemostore.integrations.langgraph import mapping
+
+    url = "memory://" + uuid.uuid4().hex if backend == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    with mnemostore.open(url) as store:
+        saver = MnemostoreSaver(store)
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        for step in range(3):
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"blob": bytes(range(256)), "step": step}
+            checkpoint["channel_versions"] = {"blob": f"{step + 1:032}", "step": f"{step + 1:032}"}
+            config = saver.put(config, checkpoint, {"source": "loop", "step": step, "raw": b"\xff"}, {})
+            saver.put_writes(config, [("ch", {"n": step, "raw": b"\x00"})], f"task-{step}")
+        stored = store.checkpoints.all(order_by="id")
+        assert all(r.payload is not None and r.state["format"] == mapping.FORMAT == 3 for r in stored)
+        before = list(saver.list(None))
+        latest = saver.get_tuple({"configurable": {"thread_id": "t"}})
+        first = saver.get_tuple(before[-1].config)
+        store.checkpoints.put([as_format_2(r) for i, r in enumerate(stored) if i % 2 == 0])  # formats mixed
+        assert {r.payload is None for r in store.checkpoints.all()} == {True, False}
+        assert list(saver.list(None)) == before
+        assert saver.get_tuple({"configurable": {"thread_id": "t"}}) == latest
+        assert saver.get_tuple(before[-1].config) == first
+        assert [t.metadata["step"] for t in saver.list(None, filter={"step": 1, "raw": b"\xff"})] == [1]
+
+
 # A real graph: plan -> review (interrupts for approval) -> finish, resumed in another process.
 
 class State(TypedDict):

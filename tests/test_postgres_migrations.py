@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
+import random
 import subprocess
 import sys
 import time
@@ -28,6 +29,8 @@ from mnemostore.backends.postgres import PostgresBackend
 from mnemostore.backends.postgres.layout import layout
 from mnemostore.backends.postgres.migrations import HISTORY
 from mnemostore.backends.postgres.sql_filters import FilterCompiler
+from mnemostore.core.base64text import to_text
+from mnemostore.core.compression import inflate
 from mnemostore.core.errors import LockHeld, MigrationError, PendingMigrations, SchemaMismatch, StoreTooNew
 from mnemostore.core.filters import F
 from mnemostore.core.protocol import Backend
@@ -40,10 +43,13 @@ from mnemostore.testing.factories import make, vectors
 __all__ = ["postgres_server"]
 
 IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs",
-       "postgres.0004_zstd_docs"]
+       "postgres.0004_zstd_docs", "postgres.0005_payload_column"]
 SCOPE_INDEXES = {f"mnemo_{kind}_{suffix}" for kind in KINDS for suffix in ("agent", "project")}
 PARENT_COLUMN = ("mnemo_checkpoint", "parent_ids", "text[]", "default", False)
 """The column layout 3 adds (a checkpoint's parent_ids)."""
+PAYLOAD_COLUMN = ("mnemo_checkpoint", "payload", "bytea", None, False)
+"""The column layout 5 adds (a checkpoint's payload)."""
+ADDED_COLUMNS = (PARENT_COLUMN, PAYLOAD_COLUMN)
 
 
 @contextmanager
@@ -106,10 +112,10 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
         status = Runner(store.backend).status()
         assert [(e.id, e.how, e.transactional) for e in status.applied] == [
             (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True),
-            (IDS[3], "applied", True)]
+            (IDS[3], "applied", True), (IDS[4], "applied", True)]
         assert status.current
     schema = schema_of(url)
-    assert layout_version(postgres_server, schema) == 4
+    assert layout_version(postgres_server, schema) == 5
     columns, indexes = catalog(postgres_server, schema)
     assert {name for name, _ in indexes} >= SCOPE_INDEXES
     with closing(connect(postgres_server)) as conn:
@@ -163,6 +169,9 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
     mnemostore.open(url).close()
     with backend_at(url) as backend:
         runner = Runner(backend)
+        assert runner.down() == [IDS[4]]
+        assert PAYLOAD_COLUMN not in catalog(postgres_server, schema)[0]
+        assert layout_version(postgres_server, schema) == 4
         assert runner.down() == [IDS[3]]
         assert layout_version(postgres_server, schema) == 3
         assert runner.down() == [IDS[2]]
@@ -192,8 +201,7 @@ def test_failed_atomic_step_leaves_no_trace(postgres_server: PostgresTestServer)
         with pytest.raises(MigrationError, match=r"postgres\.9001_broken.*statement 3 of 3.*DivisionByZero.*"
                                                  r"rolled back: nothing of it was applied"):
             Runner(backend, [broken]).up()
-        assert ledger_of(backend) == [(IDS[0], "applied"), (IDS[1], "applied"), (IDS[2], "applied"),
-                                      (IDS[3], "applied")]
+        assert ledger_of(backend) == [(id, "applied") for id in IDS]
         assert Runner(backend, [broken]).status().pending == (broken,)
     with closing(connect(postgres_server)) as conn:
         row = conn.execute("SELECT to_regclass(%s), (SELECT count(*) FROM information_schema.columns "
@@ -289,10 +297,11 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
         with mnemostore.open(url, tenant=tenant, migrate="auto") as store:
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
             assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied"),
-                                                (IDS[3], "applied")]
-    assert layout_version(postgres_server, schema) == 4
+                                                (IDS[3], "applied"), (IDS[4], "applied")]
+    assert layout_version(postgres_server, schema) == 5
     after = catalog(postgres_server, schema)
-    assert after[0] == sorted([*before[0], PARENT_COLUMN], key=lambda c: (c[0], c == PARENT_COLUMN))
+    added_last = {column: n + 1 for n, column in enumerate(ADDED_COLUMNS)}
+    assert after[0] == sorted([*before[0], *ADDED_COLUMNS], key=lambda c: (c[0], added_last.get(c, 0)))
     assert {name for name, _ in after[1] - before[1]} == SCOPE_INDEXES
     with mnemostore.open(url) as store:  # current now: the default opens it
         assert store.outcomes.count() == len([r for r in expected_records(None) if r["kind"] == "outcome"])
@@ -305,7 +314,8 @@ def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes(postgres_s
         store.outcomes.record("code", True, embedding=[1.0, 0.0, 0.0, 0.0])  # types the vector columns
     old_columns, old_indexes = catalog(postgres_server, legacy)
     new_columns, new_indexes = catalog(postgres_server, schema_of(url))
-    assert [c for c in new_columns if c != PARENT_COLUMN] == old_columns and PARENT_COLUMN in new_columns
+    assert [c for c in new_columns if c not in ADDED_COLUMNS] == old_columns
+    assert set(ADDED_COLUMNS) <= set(new_columns)
     assert {name for name, _ in new_indexes - old_indexes} == SCOPE_INDEXES
     assert old_indexes <= new_indexes
 
@@ -335,7 +345,7 @@ def test_pre_ledger_code_refuses_a_store_with_newer_layout(postgres_server: Post
     url = postgres_server.url()
     mnemostore.open(url).close()
     names = old.Names(schema_of(url), "mnemo_", "public")
-    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 4"):
+    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 5"):
         old.create_tables(conn, names)
     with backend_at(url) as backend:
         Runner(backend).down(IDS[0])  # back to layout 1: what the old code knows
@@ -415,7 +425,7 @@ def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgr
         assert [c.parent_ids for c in chain] == [[], [chain[0].id], [chain[1].id]]
         assert get_byte0(raw_documents(postgres_server, schema, "checkpoint")[chain[2].id]) != b"{"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[1]) == [IDS[3], IDS[2]]
+        assert Runner(backend).down(IDS[1]) == [IDS[4], IDS[3], IDS[2]]
     assert layout_version(postgres_server, schema) == 2
     assert PARENT_COLUMN not in catalog(postgres_server, schema)[0]
     docs = raw_documents(postgres_server, schema, "checkpoint")
@@ -444,7 +454,7 @@ def test_layout4_zstd_documents_go_back_to_zlib_for_layout3_and_up_again(postgre
         saved = store.checkpoints.save("run", big)
     assert raw_documents(postgres_server, schema, "checkpoint")[saved.id][:4] == b"\x28\xb5\x2f\xfd"
     with backend_at(url) as backend:
-        assert Runner(backend).down() == [IDS[3]]
+        assert Runner(backend).down(IDS[2]) == [IDS[4], IDS[3]]
     assert layout_version(postgres_server, schema) == 3
     stored = raw_documents(postgres_server, schema, "checkpoint")[saved.id]
     assert orjson.loads(zlib.decompress(stored))["state"] == big
@@ -457,3 +467,35 @@ def test_layout4_zstd_documents_go_back_to_zlib_for_layout3_and_up_again(postgre
 
 def get_byte0(doc: bytes) -> bytes:
     return doc[:1]
+
+
+def test_layout5_payloads_fold_into_documents_for_layout4_and_move_back(postgres_server: PostgresTestServer) -> None:
+    """Reverting layout 5 folds each payload into its document as base64 text (what layout-4 code
+    keeps there) and drops the column; after the upgrade those rows read back equal, a rewrite of
+    their document moves the payload into the column, and new saves use the column."""
+    url = postgres_server.url()
+    schema = schema_of(url)
+    repetitive, varied = b"same words " * 5000, random.Random(3).randbytes(30_000)
+    with mnemostore.open(url) as store:
+        saved = [store.checkpoints.save("run", {"step": n}, payload=payload)
+                 for n, payload in enumerate((repetitive, varied, b"", None))]
+    with closing(connect(postgres_server)) as conn:
+        packed = dict(conn.execute(f'SELECT id, payload FROM "{schema}".mnemo_checkpoint').fetchall())
+    assert packed[saved[0].id][:1] == b"\x01" and len(packed[saved[0].id]) < len(repetitive) // 20
+    assert packed[saved[1].id] == b"\x00" + varied and packed[saved[3].id] is None
+    assert all(b"payload" not in inflate(doc) for doc in raw_documents(postgres_server, schema, "checkpoint").values())
+    with backend_at(url) as backend:
+        assert Runner(backend).down() == [IDS[4]]
+    assert layout_version(postgres_server, schema) == 4
+    assert PAYLOAD_COLUMN not in catalog(postgres_server, schema)[0]
+    docs = {id: orjson.loads(inflate(doc)) for id, doc in raw_documents(postgres_server, schema, "checkpoint").items()}
+    assert [docs[c.id].get("payload") for c in saved] == [to_text(repetitive), to_text(varied), "", None]
+    with mnemostore.open(url, migrate="auto") as store:
+        assert store.checkpoints.history("run") == saved
+        moved = store.checkpoints.update(saved[0].id, set={"state": {"step": 9}})  # rewrites an old document
+        assert moved.payload == repetitive and store.checkpoints.get(saved[0].id) == moved
+        again = store.checkpoints.save("run", {"step": 4}, payload=b"new")
+        assert store.checkpoints.get(again.id) == again
+    with closing(connect(postgres_server)) as conn:
+        packed = dict(conn.execute(f'SELECT id, payload FROM "{schema}".mnemo_checkpoint').fetchall())
+    assert packed[again.id] == b"\x00new" and packed[saved[0].id] is not None

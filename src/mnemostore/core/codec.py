@@ -1,56 +1,106 @@
 """Record <-> bytes, for backends that store a record as a JSON document.
 
 The document holds every field but the embedding, which travels as float32 bytes so
-a backend can keep it in a vector column or matrix. Decoding trusts what it wrote and
-skips re-validation (it is a hot path).
+a backend can keep it in a vector column or matrix. Bytes fields (`binary_fields`: a
+checkpoint's `payload`) travel as base64 text inside the document (`dumps_fields`,
+`parse_fields` turns them back); a backend with a binary column keeps them out of the
+document instead (`encode_document(record, without=...)`, `decode(..., binary=...)`).
+Decoding trusts what it wrote and skips re-validation (it is a hot path).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 
+from .base64text import from_text, to_text
 from .compression import inflate
 from .records import Record, record_type
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 @cache
 def _datetime_fields(cls: type[Record]) -> tuple[str, ...]:
     return tuple(name for name, t in cls.filterable.items() if t is datetime)
 
 
-def parse_datetimes(cls: type[Record], data: dict[str, Any]) -> dict[str, Any]:
-    """Turn the RFC 3339 strings of a decoded document's datetime fields back into datetimes."""
+@cache
+def binary_fields(cls: type[Record]) -> tuple[str, ...]:
+    """The fields holding bytes (typed `bytes` or `bytes | None`), in declaration order."""
+    return tuple(name for name, info in cls.model_fields.items()
+                 if info.annotation is bytes or bytes in get_args(info.annotation))
+
+
+def json_default(value: Any) -> Any:
+    """orjson's `default` for a record's fields: bytes become base64 text (nothing else is allowed)."""
+    if type(value) is bytes:
+        return to_text(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def dumps_fields(data: dict[str, Any], option: int = 0) -> bytes:
+    """A record's field dict as JSON: datetimes as RFC 3339 with their offset, bytes as base64."""
+    return orjson.dumps(data, default=json_default, option=option)
+
+
+def parse_fields(cls: type[Record], data: dict[str, Any]) -> dict[str, Any]:
+    """Undo `dumps_fields` on a decoded document: RFC 3339 strings back into datetimes, base64
+    text back into bytes (a bytes field already holding bytes is left as it is)."""
     for name in _datetime_fields(cls):
         value = data.get(name)
         if value is not None:
             data[name] = datetime.fromisoformat(value)
+    for name in binary_fields(cls):
+        value = data.get(name)
+        if type(value) is str:
+            data[name] = from_text(value)
     return data
 
 
-def encode_document(record: Record) -> bytes:
-    """Every field except `embedding`, as JSON (datetimes as RFC 3339 with their offset)."""
+def encode_document(record: Record, without: tuple[str, ...] = ()) -> bytes:
+    """Every field except `embedding` (and `without`: fields a backend stores in columns of
+    their own), as JSON (`dumps_fields`)."""
     data = dict(record.__dict__)
     del data["embedding"]
-    return orjson.dumps(data)
+    for name in without:
+        del data[name]
+    return dumps_fields(data)
 
 
 def encode_vector(record: Record) -> bytes | None:
     return None if record.embedding is None else record.embedding.tobytes()
 
 
-def decode(kind: str, document: bytes | str, vector: bytes | None = None) -> Record:
+def decode(kind: str, document: bytes | str, vector: bytes | None = None,
+           binary: dict[str, bytes | None] | None = None) -> Record:
     """Rebuild a record written by `encode_document` (+ `encode_vector`); a document stored
-    compressed (`compression.deflate`) is inflated first."""
+    compressed (`compression.deflate`) is inflated first. `binary` holds the bytes fields a
+    backend read from columns of their own; None there leaves what the document holds (a row
+    written before the column existed keeps its value in the document)."""
     cls = record_type(kind)
     if not isinstance(document, str) and document[:1] != b"{":
         document = inflate(document)
-    data = parse_datetimes(cls, orjson.loads(document))
+    data = parse_fields(cls, orjson.loads(document))
+    if binary:
+        fill_binary(data, binary)
     data["embedding"] = decode_vector(vector) if vector is not None else None
     return trusted_record(cls, data)
+
+
+def fill_binary(data: dict[str, Any], binary: dict[str, Any]) -> None:
+    """Put bytes fields read from their own columns into a decoded document's `data`: a value
+    replaces the document's, None keeps the document's (base64 text from before the column
+    existed, turned into bytes) or is the field's value."""
+    for name, value in binary.items():
+        if value is not None:
+            data[name] = value if type(value) is bytes else bytes(value)
+        else:
+            held = data.get(name)
+            data[name] = from_text(held) if type(held) is str else held
 
 
 @cache

@@ -6,6 +6,14 @@ reads all three, so a store's old rows stay readable as new ones are written com
 zstd's fastest level shrinks a 50 KB agent state of varied text ~4x in ~0.1 ms (a
 repetitive one ~30x in ~0.03 ms): less than writing the bytes it saves costs SQLite or
 Postgres, and inflating is ~3x faster than compressing.
+
+Opaque bytes kept in a binary column (a checkpoint's `payload`) are stored by `pack_payload`:
+a format byte, then the bytes as they are or a zstd frame. Measured on LangGraph's 46 KB
+msgpack checkpoints (SQLite, WAL): the repeated-text one shrinks 32x in 19 µs and its INSERT
+drops from ~140 to ~24 µs, its read from ~18 to ~10 µs with inflating; the varied-text one
+shrinks only 4x in 79 µs, which its INSERT wins back (~121 to ~51 µs) but its read loses
+(~17 to ~39 µs). So a payload is compressed only when a 2 KB sample from its middle shrinks
+`PAYS_AT`-fold or more (~4 µs to find out).
 """
 
 from __future__ import annotations
@@ -46,6 +54,32 @@ def inflate(stored: bytes | memoryview) -> bytes:
     if stored[:4] == _ZSTD_MAGIC:
         return bytes(_codecs()[1].decompress(stored))
     return zlib.decompress(stored)
+
+
+PAYLOAD_PLAIN = 0
+PAYLOAD_ZSTD = 1
+"""The format byte `pack_payload` puts before a payload's bytes."""
+PAYS_AT = 5.0
+"""A payload whose sample shrinks this many times or more is stored compressed."""
+_SAMPLE = 2048
+
+
+def pack_payload(payload: bytes) -> bytes:
+    """Opaque bytes as stored: a format byte, then the bytes, zstd-compressed if that pays (see above)."""
+    if len(payload) >= COMPRESS_AT:
+        compressor = _codecs()[0]
+        middle = len(payload) // 2
+        sample = payload[middle:middle + _SAMPLE]
+        if len(sample) >= PAYS_AT * len(compressor.compress(sample)):
+            return bytes((PAYLOAD_ZSTD,)) + bytes(compressor.compress(payload))
+    return bytes((PAYLOAD_PLAIN,)) + payload
+
+
+def unpack_payload(stored: bytes | memoryview) -> bytes:
+    """The bytes `pack_payload` stored."""
+    if stored[0] == PAYLOAD_ZSTD:
+        return bytes(_codecs()[1].decompress(memoryview(stored)[1:]))
+    return bytes(memoryview(stored)[1:])
 
 
 def is_compressed(stored: bytes | memoryview) -> bool:

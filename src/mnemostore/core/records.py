@@ -26,6 +26,7 @@ from pydantic import (
     ValidationError as PydanticValidationError,
 )
 
+from .base64text import to_text
 from .errors import ValidationError
 from .jsonvalues import check_text, dumps_json_document, find_json_problem
 from .vectors import as_vector, vectors_equal
@@ -76,6 +77,20 @@ def _dump_vector(value: Any) -> Any:
     return None if value is None else value.tolist()
 
 
+def _payload(value: Any) -> bytes | None:
+    """Opaque bytes as they are: `bytes`, or a bytearray/memoryview copied into immutable bytes.
+    A str is refused (its encoding would be a guess), as is anything else."""
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise ValueError(f"must be bytes (or None), not {type(value).__name__}")
+
+
+def _dump_payload(value: bytes | None) -> str | None:
+    return None if value is None else to_text(value)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -88,6 +103,7 @@ Text = Annotated[str, AfterValidator(_text)]
 Identifier = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_text)]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 Embedding_ = Annotated[Any, PlainValidator(_vector), PlainSerializer(_dump_vector)]
+Payload = Annotated[bytes | None, PlainValidator(_payload), PlainSerializer(_dump_payload, when_used="json")]
 NonNegative = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
@@ -228,6 +244,10 @@ class Checkpoint(Record):
     update: dict[str, Any] | None = None
     """The partial update `checkpoints.apply` folded into the parent's state to make `state`, kept so a
     merge can fold it again; None for a snapshot (`save`, `merge`)."""
+    payload: Payload = None
+    """Opaque bytes an integration keeps beside the state (LangGraph's serialized checkpoint): not
+    part of `state` nor of `state_hash`, not filterable; stored as bytes where the engine has a
+    binary column, as base64 text inside a JSON document elsewhere (`codec`)."""
 
     @model_validator(mode="after")
     def _check_state(self) -> Checkpoint:

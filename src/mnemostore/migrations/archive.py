@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core.base64text import from_text, to_text
-from ..core.codec import parse_datetimes
+from ..core.codec import json_default, parse_fields
 from ..core.errors import MigrationError, ValidationError
 from ..core.protocol import StoreParams
 from ..core.records import KINDS, Record, record_type
@@ -69,12 +69,13 @@ class ArchiveInfo:
 
 
 def encode_line(record: Record) -> bytes:
-    """One record line: the document as the codec writes it, the embedding as base64."""
+    """One record line: the document as the codec writes it (bytes fields as base64), the embedding
+    as base64."""
     data = dict(record.__dict__)
     vector = data["embedding"]
     if vector is not None:
         data["embedding"] = to_text(vector.astype("<f4", copy=False).tobytes())
-    return orjson.dumps({"kind": record.kind, "record": data}) + b"\n"
+    return orjson.dumps({"kind": record.kind, "record": data}, default=json_default) + b"\n"
 
 
 @contextmanager
@@ -243,7 +244,7 @@ class _Reader:
         try:
             data["embedding"] = _vector(data.get("embedding"))
             cls = record_type(kind)
-            record = cls.model_validate(parse_datetimes(cls, data))
+            record = cls.model_validate(parse_fields(cls, data))
         except (ValueError, TypeError, ValidationError) as exc:
             raise self.fail(number, f"invalid {kind} record {data.get('id')!r}: {exc}") from None
         if record.embedding is not None and record.embedding.shape[0] != params.dimension:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..core.codec import binary_fields, dumps_fields
 from ..core.errors import MigrationError, UnsupportedCapability
 from ..core.filters import F
 from ..core.protocol import ID_ORDER
@@ -114,11 +115,16 @@ def batches(backend: Backend, kind: str, batch_size: int,
 
 def record_bytes(record: Record, vectors: bool = True) -> bytes:
     """A record's canonical encoding: its fields as JSON with sorted keys (datetimes in RFC 3339
-    with their offset, as the codec writes them), then its embedding as float32 little-endian
-    (with `vectors=False` only whether it has one: a re-embedding changes every vector)."""
+    with their offset, bytes as base64, as the codec writes them; a bytes field that is None is
+    left out, so a record from before that field existed sums as it did), then its embedding as
+    float32 little-endian (with `vectors=False` only whether it has one: a re-embedding changes
+    every vector)."""
     fields = record.__dict__.copy()
     embedding = fields.pop("embedding")
-    document = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+    for name in binary_fields(type(record)):
+        if fields[name] is None:
+            del fields[name]
+    document = dumps_fields(fields, option=orjson.OPT_SORT_KEYS)
     if embedding is None:
         return b"%d:%s-" % (len(document), document)
     if not vectors:

@@ -146,6 +146,12 @@ def all_none(kind: str, i: int = 0) -> dict[str, Any]:
     return fields(kind, i, **dict.fromkeys(OPTIONAL_FIELDS[kind]))
 
 
+def payload_bytes(repeats: int = 1) -> bytes:
+    """Opaque bytes holding every byte value (0-255), `repeats` times, each pass shifted by one."""
+    one = bytes(range(256))
+    return b"".join(one[i % 256:] + one[:i % 256] for i in range(repeats))
+
+
 def large_state(megabytes: float = 5.5) -> dict[str, Any]:
     """A deterministic checkpoint state of at least `megabytes` MB of JSON."""
     chunk = "state ✓ " * 128  # 1 KiB of text with a non-ASCII character

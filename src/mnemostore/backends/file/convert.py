@@ -2,7 +2,7 @@
 
 A record in the log is its field dict as JSON: datetimes in RFC 3339 with their
 offset, the embedding as a plain list of numbers (float32 values printed shortest,
-so they read back bit-exact) or, with `vector_encoding="base64"`, as
+so they read back bit-exact; bytes fields are base64 text, `codec.json_default`) or, with `vector_encoding="base64"`, as
 `{"f32le_base64": "..."}`: little-endian float32 bytes, half the size and ~3x faster
 to load, for stores too big to care about reading vectors by eye. Reading accepts both.
 The index never shares a mutable value with a caller: what goes in and out are copies.
@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from ...core.base64text import from_text, to_text
-from ...core.codec import parse_datetimes, trusted_record
+from ...core.codec import parse_fields, trusted_record
 from ...core.records import Record
 
 BASE64_KEY = "f32le_base64"
@@ -34,7 +34,7 @@ def _is_frozen(vector: Any) -> bool:
 
 def from_json(cls: type[Record], data: dict[str, Any]) -> Record:
     """Rebuild a record from its log object (trusted: written by `to_json`)."""
-    parse_datetimes(cls, data)
+    parse_fields(cls, data)
     vector = data.get("embedding")
     if type(vector) is dict:
         data["embedding"] = np.frombuffer(from_text(vector[BASE64_KEY]), dtype="<f4")

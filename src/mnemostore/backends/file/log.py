@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ...core.codec import json_default
 from ...core.errors import BackendError
 from .files import replace_atomically, write_all
 
@@ -36,7 +37,7 @@ def _default(value: Any) -> Any:
 
     if isinstance(value, np.ndarray):
         return value.tolist()
-    raise TypeError(f"{type(value).__name__} is not JSON")
+    return json_default(value)
 
 
 def encode_line(entry: Mapping[str, Any]) -> list[bytes | memoryview]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import orjson
 
+from ...core.base64text import from_text
 from ...core.capabilities import Capability
 from ...core.errors import (
     BackendError,
@@ -709,6 +710,7 @@ class PostgresBackend(Backend):
         oids += [_TYPE_OIDS.get(kind_layout.types[name], 20) for name in kind_layout.fields]
         oids += [20] * len(kind_layout.datetimes)
         oids += [_TEXT_ARRAY_OID] * len(kind_layout.lists)
+        oids += [17] * len(kind_layout.binary)
         return [*oids, 17, 3802, self._vector_oid]
 
     def _copy_upsert(self, conn: Connection, kind_layout: KindLayout, rows: list[tuple[Any, ...]],
@@ -763,6 +765,9 @@ class PostgresBackend(Backend):
             elif name == "embedding" or name in kind_layout.lists:
                 assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
                 params.append(value)
+            elif name in kind_layout.binary:
+                assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
+                params.append(kind_layout.encode_binary(value))
             else:
                 doc_changes[name] = value
         for name, amount in inc.items():
@@ -787,6 +792,11 @@ class PostgresBackend(Backend):
                             if stored is None and name not in set:  # a row from before layout 3: move it
                                 assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
                                 params.append(data.get(name, []))
+                        for name in kind_layout.binary:
+                            held = data.get(name)
+                            if type(held) is str and name not in set:  # base64 from before layout 5: move it
+                                assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
+                                params.append(kind_layout.encode_binary(from_text(held)))
                         assignments.append(sql.SQL("doc = %s"))
                         params.append(kind_layout.encode_doc(data))
                         if "metadata" in doc_changes:

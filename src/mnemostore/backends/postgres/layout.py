@@ -13,6 +13,10 @@ varied text ~4x in ~0.1 ms where zlib took ~0.4 ms; both read back), and the col
 EXTERNAL, so the server does not try pglz on it again. A checkpoint's `parent_ids` is its own `text[]`
 column (`LIST_COLUMNS`), so a save can fill it in on the server (`append_checkpoint`); rows
 written before hold it in the document, with NULL in the column.
+
+Since layout 5 a bytes field (`codec.binary_fields`: a checkpoint's `payload`) is a bytea column of
+its own (`compression.pack_payload`; EXTERNAL storage), so a read hands the bytes over without base64
+or JSON; rows from before keep it as base64 text in the document, with NULL in the column.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from typing import Any, get_args
 
 import orjson
 
-from ...core.codec import instant_micros, trusted_record
-from ...core.compression import deflate, inflate
+from ...core.codec import binary_fields, fill_binary, instant_micros, trusted_record
+from ...core.compression import deflate, inflate, pack_payload, unpack_payload
 from ...core.records import Record, record_type
 
 _EPOCH = datetime(1970, 1, 1)
@@ -92,6 +96,9 @@ class KindLayout:
     """Column fields whose value may be None (the model allows it)."""
     lists: tuple[str, ...] = ()
     """Fields in `text[]` columns of their own (`LIST_COLUMNS`); NULL there: in the document."""
+    binary: tuple[str, ...] = ()
+    """Bytes fields, in bytea columns of their own (`pack_payload`); NULL there: None, or (from
+    before layout 5) base64 text in the document."""
 
     @cached_property
     def datetimes(self) -> tuple[str, ...]:
@@ -113,7 +120,8 @@ class KindLayout:
     @cached_property
     def data_columns(self) -> tuple[str, ...]:
         """Columns read to rebuild a record (without the embedding)."""
-        return ("id", "tenant", *self.fields, *(offset_column(n) for n in self.datetimes), *self.lists, "doc")
+        return ("id", "tenant", *self.fields, *(offset_column(n) for n in self.datetimes), *self.lists,
+                *self.binary, "doc")
 
     @property
     def write_columns(self) -> tuple[str, ...]:
@@ -147,6 +155,7 @@ class KindLayout:
                 row.append(value)
         row.extend(offsets)
         row.extend(data[name] for name in self.lists)
+        row.extend(self.encode_binary(data[name]) for name in self.binary)
         row.append(self.encode_doc(data))
         row.append(JsonbBytes(orjson.dumps(data["metadata"])))
         row.append(data["embedding"])
@@ -156,12 +165,21 @@ class KindLayout:
         """The document fields as orjson, zstd-compressed from `COMPRESS_AT` bytes."""
         return deflate(orjson.dumps({name: data[name] for name in self.doc_fields}), COMPRESS_AT)
 
+    @staticmethod
+    def encode_binary(value: bytes | None) -> bytes | None:
+        """A bytes field's column value."""
+        return None if value is None else pack_payload(value)
+
     def decode(self, row: tuple[Any, ...], vector: Any = None) -> Record:
         """Rebuild a record from a row read in `data_columns` order."""
-        data = decode_doc(row[len(self.data_columns) - 1])
-        for index, name in enumerate(self.lists, len(self.data_columns) - 1 - len(self.lists)):
+        doc_index = len(self.data_columns) - 1
+        data = decode_doc(row[doc_index])
+        for index, name in enumerate(self.lists, doc_index - len(self.binary) - len(self.lists)):
             if row[index] is not None:
                 data[name] = row[index]
+        if self.binary:
+            fill_binary(data, {name: None if row[index] is None else unpack_payload(row[index])
+                               for index, name in enumerate(self.binary, doc_index - len(self.binary))})
         data["id"] = row[0]
         data["tenant_id"] = row[1] or None
         plain, datetimes = self._read_plan
@@ -185,6 +203,8 @@ def layout(kind: str, prefix: str) -> KindLayout:
     cls = record_type(kind)
     fields = tuple(name for name in cls.filterable if name != "id")
     lists = LIST_COLUMNS.get(kind, ())
-    doc_fields = frozenset(cls.model_fields) - set(fields) - set(lists) - {"id", "tenant_id", "embedding"}
+    binary = binary_fields(cls)
+    doc_fields = (frozenset(cls.model_fields) - set(fields) - set(lists) - set(binary)
+                  - {"id", "tenant_id", "embedding"})
     nullable = frozenset(name for name in fields if NoneType in get_args(cls.model_fields[name].annotation))
-    return KindLayout(kind, cls, prefix + kind, fields, dict(cls.filterable), doc_fields, nullable, lists)
+    return KindLayout(kind, cls, prefix + kind, fields, dict(cls.filterable), doc_fields, nullable, lists, binary)

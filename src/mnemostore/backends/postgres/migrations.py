@@ -204,6 +204,45 @@ _ZSTD_DOCS = LayoutMigration(
     down=_zlib_documents,
 )
 
-HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _SCOPE_INDEXES, _COMPRESSED_DOCS, _ZSTD_DOCS)
+def _fold_payloads(backend: Any) -> None:
+    """Down from layout 5 (a function: SQL cannot write base64 into a compressed document): each
+    checkpoint's `payload` column is folded back into its document as base64 text (the form an
+    older release reads: it keeps the value in the document), then the column is dropped, all in
+    one transaction. (The checksum covers this source: the statements are all here.)"""
+    import orjson
+
+    from ...core.base64text import to_text
+    from ...core.compression import deflate, unpack_payload
+    from .layout import COMPRESS_AT, decode_doc
+
+    names = backend.names
+    table = "{schema}.{name[checkpoint]}"
+    with backend._transaction() as conn:
+        conn.execute("SET LOCAL statement_timeout = 0")
+        update = names.render(f"UPDATE {table} SET doc = %s WHERE tenant = %s AND id = %s")
+        select = f"SELECT tenant, id, doc, payload FROM {table} WHERE payload IS NOT NULL"
+        for tenant, id, doc, payload in conn.execute(names.render(select)).fetchall():
+            data = decode_doc(doc)
+            data["payload"] = to_text(unpack_payload(payload))
+            conn.execute(update, (deflate(orjson.dumps(data), COMPRESS_AT), tenant, id))
+        conn.execute(names.render(f"ALTER TABLE {table} DROP COLUMN payload"))
+        conn.execute(names.render(_set_layout_version(4)))
+
+
+_PAYLOAD_COLUMN = LayoutMigration(
+    "postgres.0005_payload_column",
+    backend="postgres",
+    description="a checkpoint's payload (opaque bytes beside its state: LangGraph's serialized checkpoint) gets "
+                "a bytea column of its own (EXTERNAL: compressed by the client only where that pays), so reads "
+                "hand the bytes over without base64 or JSON",
+    up=(
+        "ALTER TABLE {schema}.{name[checkpoint]} ADD COLUMN IF NOT EXISTS payload bytea",
+        "ALTER TABLE {schema}.{name[checkpoint]} ALTER COLUMN payload SET STORAGE EXTERNAL",
+        _set_layout_version(5),
+    ),
+    down=_fold_payloads,
+)
+
+HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _SCOPE_INDEXES, _COMPRESSED_DOCS, _ZSTD_DOCS, _PAYLOAD_COLUMN)
 NEWEST_LAYOUT_VERSION = len(HISTORY)
 """The `layout_version` the newest step sets; a store with a larger one is refused."""

@@ -11,7 +11,6 @@ from typing import Any, ClassVar, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...core import codec
 from ...core.capabilities import Capability
 from ...core.errors import ConfigError, StoreClosed, StoreTooNew
 from ...core.filters import And, Cmp, Expr
@@ -144,7 +143,7 @@ class SQLiteBackend(Backend):
         self._encoders = {kind: layout.row_encoder() for kind, layout in LAYOUTS.items()}
         self._insert_sql = {kind: layout.insert_sql() for kind, layout in LAYOUTS.items()}
         self._insert_new_sql = {kind: layout.insert_sql(keep_existing=True) for kind, layout in LAYOUTS.items()}
-        self._get_one_sql = {(kind, vectors): f"SELECT doc, {'vec' if vectors else 'NULL'} FROM {layout.table} "
+        self._get_one_sql = {(kind, vectors): f"SELECT {layout.read_columns(vectors)} FROM {layout.table} "
                                               "WHERE tenant = ? AND id = ?"
                              for kind, layout in LAYOUTS.items() for vectors in (True, False)}
         try:
@@ -246,18 +245,16 @@ class SQLiteBackend(Backend):
                f"ORDER BY {order_sql(layout, order)}")
         args: list[Any] = [tenant_key(tenant), *params]
         if limit == 1:  # first(): one statement, its own snapshot
-            column = "vec" if vectors else "NULL"
-            one = f"SELECT doc, {column} FROM {layout.table} WHERE seq = ({sql} LIMIT 1)"
+            one = f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE seq = ({sql} LIMIT 1)"
             rows = self.db.read_one(lambda conn: conn.execute(one, args).fetchall())
-            return schema.decode_rows(kind, rows)
+            return schema.decode_rows(layout, rows)
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
         if _by_id_range(where, order):  # the (tenant, id) index both selects and orders: no sorter to carry docs
-            column = "vec" if vectors else "NULL"
-            whole = f"SELECT doc, {column} {sql[len('SELECT seq '):]}"
+            whole = f"SELECT {layout.read_columns(vectors)} {sql[len('SELECT seq '):]}"
             rows = self.db.read_one(lambda conn: conn.execute(whole, args).fetchall())
-            return schema.decode_rows(kind, rows)
+            return schema.decode_rows(layout, rows)
 
         def work(conn: sqlite3.Connection) -> list[Record]:
             seqs = [seq for seq, in conn.execute(sql, args)]
@@ -290,20 +287,20 @@ class SQLiteBackend(Backend):
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         layout = LAYOUTS[kind]
-        column = "vec" if vectors else "NULL"
+        columns = layout.read_columns(vectors)
         if len(ids) == 1:
             sql = self._get_one_sql[kind, vectors]
             args: list[Any] = [tenant_key(tenant), ids[0]]
         elif len(ids) <= INLINE_LIMIT:
-            sql = (f"SELECT doc, {column} FROM {layout.table} "
+            sql = (f"SELECT {columns} FROM {layout.table} "
                    f"WHERE tenant = ? AND id IN ({', '.join('?' * len(ids))})")
             args = [tenant_key(tenant), *ids]
         else:
-            sql = (f"SELECT doc, {column} FROM {layout.table} "
+            sql = (f"SELECT {columns} FROM {layout.table} "
                    "WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))")
             args = [tenant_key(tenant), orjson.dumps(list(ids)).decode()]
         rows = self.db.read_one(lambda conn: conn.execute(sql, args).fetchall())
-        return schema.decode_rows(kind, rows)
+        return schema.decode_rows(layout, rows)
 
     def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
         layout = LAYOUTS[kind]
@@ -328,15 +325,15 @@ class SQLiteBackend(Backend):
                inc: Mapping[str, int | float]) -> Record | None:
         layout = LAYOUTS[kind]
         encode = self._encoders[kind]
-        select = f"SELECT seq, doc, vec FROM {layout.table} WHERE tenant = ? AND id = ?"
+        select = f"SELECT seq, {layout.read_columns()} FROM {layout.table} WHERE tenant = ? AND id = ?"
         rewrite = layout.rewrite_sql()
 
         def work(conn: sqlite3.Connection) -> Record | None:
             row = conn.execute(select, (tenant_key(tenant), id)).fetchone()
             if row is None:
                 return None
-            seq, doc, vec = row
-            record = apply_update(codec.decode(kind, doc, vec), set, inc)
+            seq = row[0]
+            record = apply_update(schema.decode_row(layout, row[1:]), set, inc)
             conn.execute(rewrite, (*encode(record)[1:], seq))
             if "embedding" in set:
                 _bump_epoch(conn, kind)
@@ -422,15 +419,15 @@ def _records_by_seq(conn: sqlite3.Connection, kind: str, layout: Layout, seqs: l
                     vectors: bool) -> dict[int, Record]:
     if not seqs:
         return {}
-    column = "vec" if vectors else "NULL"
+    columns = layout.read_columns(vectors)
     if len(seqs) <= INLINE_LIMIT:
-        sql = f"SELECT seq, doc, {column} FROM {layout.table} WHERE seq IN ({', '.join('?' * len(seqs))})"
+        sql = f"SELECT seq, {columns} FROM {layout.table} WHERE seq IN ({', '.join('?' * len(seqs))})"
         args: list[Any] = list(seqs)
     else:
-        sql = f"SELECT seq, doc, {column} FROM {layout.table} WHERE seq IN (SELECT value FROM json_each(?))"
+        sql = f"SELECT seq, {columns} FROM {layout.table} WHERE seq IN (SELECT value FROM json_each(?))"
         args = [orjson.dumps(seqs).decode()]
-    decode = codec.decode
-    return {seq: decode(kind, doc, vec) for seq, doc, vec in conn.execute(sql, args)}
+    decode = schema.decode_row
+    return {row[0]: decode(layout, row[1:]) for row in conn.execute(sql, args)}
 
 
 def _values_sql(layout: Layout, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],

@@ -68,5 +68,43 @@ _COMPRESSED_DOCS = LayoutMigration(
     down=_inflate_documents,
 )
 
-HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS)
+def _fold_payloads(backend: Any) -> None:
+    """Down from layout 4 (a function: SQL cannot write base64 into a zstd document): each
+    checkpoint's `payload` column is folded back into its document as base64 text (the form an
+    older release reads: it keeps the value in the document), then the column is dropped and
+    `user_version` goes back to 3, all in one transaction. (The checksum covers this source.)"""
+    import orjson
+
+    from ...core.base64text import to_text
+    from ...core.compression import deflate, inflate, unpack_payload
+
+    table = LAYOUTS["checkpoint"].table
+
+    def work(conn: Any) -> None:
+        rows = conn.execute(f"SELECT seq, doc, payload FROM {table} WHERE payload IS NOT NULL").fetchall()
+        changed = []
+        for seq, doc, payload in rows:
+            data = orjson.loads(inflate(doc))
+            data["payload"] = to_text(unpack_payload(payload))
+            changed.append((deflate(orjson.dumps(data)), seq))
+        conn.executemany(f"UPDATE {table} SET doc = ? WHERE seq = ?", changed)
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN payload")
+        conn.execute("PRAGMA user_version = 3")
+
+    backend.db.write(work)
+
+
+_PAYLOAD_COLUMN = LayoutMigration(
+    "sqlite.0004_payload_column",
+    backend="sqlite",
+    description="a checkpoint's payload (opaque bytes beside its state: LangGraph's serialized checkpoint) gets "
+                "a BLOB column of its own, so reads hand the bytes over without base64 or JSON",
+    up=(
+        f"ALTER TABLE {LAYOUTS['checkpoint'].table} ADD COLUMN payload BLOB",
+        "PRAGMA user_version = 4",
+    ),
+    down=_fold_payloads,
+)
+
+HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS, _PAYLOAD_COLUMN)
 NEWEST_USER_VERSION = len(HISTORY)

@@ -2,7 +2,9 @@
 
 Each record is stored as its JSON document (`codec.encode_document`, zstd-compressed from
 4 KB since layout 3: `core.compression`) plus its float32 vector blob, with one column per
-`filterable` field so filters and orderings run in SQL.
+`filterable` field so filters and orderings run in SQL. Since layout 4 a bytes field (a
+checkpoint's `payload`) is a BLOB column of its own (`compression.pack_payload`), not base64
+in the document: a read hands it to the caller without parsing it.
 Datetimes are projected as integer microseconds (ordering by instant), bools as 0/1,
 the default tenant as ''. `seq` is the rowid: every insert or replace takes a new, higher
 one, which lets the vector cache find what changed since it was built.
@@ -19,7 +21,7 @@ from typing import Any
 import orjson
 
 from ...core import codec
-from ...core.compression import deflate
+from ...core.compression import deflate, pack_payload, unpack_payload
 from ...core.records import KINDS, Record, record_type
 
 META_TABLE = "mnemo_meta"
@@ -70,14 +72,18 @@ class Layout:
     """Projected column name -> the field's Python type (the kind's `filterable`)."""
     columns: dict[str, str]
     """Field name -> its quoted column name: the allow-list SQL identifiers come from."""
+    binary: tuple[str, ...] = ()
+    """Bytes fields (`codec.binary_fields`), each in a BLOB column of its name (layout 4)."""
 
     @classmethod
     def of(cls, kind: str) -> Layout:
-        fields = dict(record_type(kind).filterable)
-        clash = RESERVED & set(fields)
+        record_cls = record_type(kind)
+        fields = dict(record_cls.filterable)
+        binary = codec.binary_fields(record_cls)
+        clash = RESERVED & {*fields, *binary}
         if clash:
             raise ValueError(f"{kind} has fields named like internal columns: {sorted(clash)}")
-        return cls(kind, quote(f"mnemo_{kind}"), fields, {name: quote(name) for name in fields})
+        return cls(kind, quote(f"mnemo_{kind}"), fields, {name: quote(name) for name in fields}, binary)
 
     def column(self, field: str) -> str:
         """The quoted column of a filterable field; anything else is refused."""
@@ -109,7 +115,13 @@ class Layout:
         return [name for name, t in self.fields.items() if t in (datetime, bool)]
 
     def _written(self) -> list[str]:
-        return [*(quote(f) for f in self.plain_fields + self.converted_fields), "vec", "meta", "doc"]
+        return [*(quote(f) for f in self.plain_fields + self.converted_fields), "vec", "meta", "doc",
+                *(quote(f) for f in self.binary)]
+
+    def read_columns(self, vectors: bool = True) -> str:
+        """What a read selects to rebuild a record (`decode_rows`): the document, the vector (NULL
+        without `vectors`), then the bytes fields' columns."""
+        return ", ".join(["doc", "vec" if vectors else "NULL", *(quote(f) for f in self.binary)])
 
     def insert_sql(self, keep_existing: bool = False) -> str:
         """INSERT of a row in `row_encoder` order: replacing a stored (tenant, id), or leaving it."""
@@ -137,6 +149,7 @@ class Layout:
                       for name in self.converted_fields]
         dumps = orjson.dumps
         encode_document = codec.encode_document
+        binary = self.binary
 
         def encode(record: Record) -> tuple[Any, ...]:
             data = record.__dict__
@@ -146,7 +159,8 @@ class Layout:
             return (data["tenant_id"] or "", *get_plain(data), *converted,
                     None if embedding is None else embedding.tobytes(),
                     dumps(metadata).decode() if metadata else None,
-                    deflate(encode_document(record)))
+                    deflate(encode_document(record, binary)),
+                    *(None if (value := data[name]) is None else pack_payload(value) for name in binary))
 
         return encode
 
@@ -163,6 +177,14 @@ def tenant_key(tenant: str | None) -> str:
     return tenant or ""
 
 
-def decode_rows(kind: str, rows: Sequence[tuple[bytes, bytes | None]]) -> list[Record]:
-    decode = codec.decode
-    return [decode(kind, doc, vec) for doc, vec in rows]
+def decode_row(layout: Layout, row: Sequence[Any]) -> Record:
+    """A record from a row selected with `Layout.read_columns` (doc, vec, then the bytes fields)."""
+    if not layout.binary:
+        return codec.decode(layout.kind, row[0], row[1])
+    binary = {name: None if stored is None else unpack_payload(stored)
+              for name, stored in zip(layout.binary, row[2:], strict=True)}
+    return codec.decode(layout.kind, row[0], row[1], binary)
+
+
+def decode_rows(layout: Layout, rows: Sequence[Sequence[Any]]) -> list[Record]:
+    return [decode_row(layout, row) for row in rows]

@@ -5,8 +5,12 @@ any other namespace `ns:<ns>`), parent = the parent checkpoint's record. Its pen
 writes are records of their own on the `langgraph:writes` branch of the same run, with
 `node_id` (and `parent_ids`) naming the checkpoint record they belong to, and ids that
 start with that record's id (so one id-range read finds a checkpoint and its writes).
-Values are stored as LangGraph's serializer wrote them, as base64 text in the JSON state
-(`core.base64text`: SIMD base64, ~3 µs each way for a 60 KB checkpoint).
+Values are stored as LangGraph's serializer wrote them, in the record's `payload` (opaque
+bytes: a BLOB/bytea column on SQLite and Postgres, so nothing parses, hashes or base64-encodes
+them): a checkpoint's payload is its checkpoint's bytes then its metadata's, split where
+`state["split"]` says; a write's payload is its value's bytes. The serializer's type names stay
+in the small JSON `state` (`"types"`), with the ids a read needs. Formats 1 and 2 kept both values
+as [type, base64 text] in `state`; they are still read (`checkpoint_of`, `metadata_of`, `value_of`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...core.base64text import from_text, to_text
+from ...core.base64text import from_text
 from ...core.jsonvalues import check_text, find_json_problem
 from ...core.records import Checkpoint as Record
 from ...core.records import utcnow
@@ -28,9 +32,9 @@ from ...core.records import utcnow
 ROOT_BRANCH = "main"
 NS_BRANCH_PREFIX = "ns:"
 WRITES_BRANCH = "langgraph:writes"
-FORMAT = 2
-"""Version of the layout, so a later one can still read this one. 2: a write's id extends its
-checkpoint's record id (`write_record_id`); 1 keyed writes by a hash
+FORMAT = 3
+"""Version of the layout, so a later one can still read this one. 3: values in `payload`; 2: a
+write's id extends its checkpoint's record id (`write_record_id`); 1 keyed writes by a hash
 (`legacy_write_record_id`), so format-1 checkpoints find theirs through `node_id`."""
 WRITES_INFIX = ".w."
 
@@ -91,14 +95,32 @@ def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Runnab
                              "checkpoint_id": checkpoint_id}}
 
 
-def encode(serde: SerializerProtocol, value: Any) -> list[str]:
-    """A value as LangGraph's serializer writes it: [type, base64 of its bytes]."""
-    kind, data = serde.dumps_typed(value)
-    return [kind, to_text(data)]
-
-
-def decode(serde: SerializerProtocol, stored: list[str]) -> Any:
+def _legacy_value(serde: SerializerProtocol, stored: list[str]) -> Any:
+    """A value of format 1 or 2: [type, base64 of its bytes] in the state."""
     return serde.loads_typed((stored[0], from_text(stored[1])))
+
+
+def checkpoint_of(serde: SerializerProtocol, record: Record) -> Any:
+    """The LangGraph checkpoint a checkpoint record holds (any format)."""
+    state = record.state
+    if record.payload is None:
+        return _legacy_value(serde, state["checkpoint"])
+    return serde.loads_typed((state["types"][0], record.payload[:state["split"]]))
+
+
+def metadata_of(serde: SerializerProtocol, record: Record) -> Any:
+    """The exact LangGraph metadata of a checkpoint record (any format)."""
+    state = record.state
+    if record.payload is None:
+        return _legacy_value(serde, state["metadata"])
+    return serde.loads_typed((state["types"][1], record.payload[state["split"]:]))
+
+
+def value_of(serde: SerializerProtocol, record: Record) -> Any:
+    """The value a write record holds (any format)."""
+    if record.payload is None:
+        return _legacy_value(serde, record.state["value"])
+    return serde.loads_typed((record.state["type"], record.payload))
 
 
 def json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +145,8 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
     stored = {**checkpoint,
               "channel_values": {k: v for k, v in checkpoint.get("channel_values", {}).items() if k in versions}}
     step = metadata.get("step")
+    checkpoint_type, checkpoint_bytes = serde.dumps_typed(stored)
+    metadata_type, metadata_bytes = serde.dumps_typed(metadata)
     return Record(
         id=checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id),
         run_id=thread_id,
@@ -133,7 +157,8 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
         metadata=json_metadata(metadata),
         state={"format": FORMAT, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
                "checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id,
-               "checkpoint": encode(serde, stored), "metadata": encode(serde, metadata)},
+               "types": [checkpoint_type, metadata_type], "split": len(checkpoint_bytes)},
+        payload=checkpoint_bytes + metadata_bytes,
     )
 
 
@@ -141,6 +166,7 @@ def write_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, 
                  task_id: str, task_path: str, idx: int, channel: str, value: Any) -> Record:
     """One pending write, attached to its checkpoint's record by `node_id` and `parent_ids`."""
     owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
+    value_type, value_bytes = serde.dumps_typed(value)
     return Record(
         id=write_record_id(thread_id, checkpoint_ns, checkpoint_id, task_id, idx),
         run_id=thread_id,
@@ -148,8 +174,8 @@ def write_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, 
         node_id=owner,
         parent_ids=[owner],
         state={"format": FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
-               "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel,
-               "value": encode(serde, value)},
+               "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel, "type": value_type},
+        payload=value_bytes,
     )
 
 
@@ -161,7 +187,7 @@ def write_sort_key(record: Record) -> tuple[str, str, int]:
 
 def pending_write(serde: SerializerProtocol, record: Record) -> PendingWrite:
     state = record.state
-    return (state["task_id"], state["channel"], decode(serde, state["value"]))
+    return (state["task_id"], state["channel"], value_of(serde, record))
 
 
 def moved(record: Record, thread_id: str) -> Record:

@@ -104,7 +104,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             if before_id and not state["checkpoint_id"] < before_id:
                 return False
             if wanted:  # re-checked on the exact metadata: the pushed-down filter sees its JSON copy
-                metadata = mapping.decode(self.serde, state["metadata"])
+                metadata = mapping.metadata_of(self.serde, record)
                 return all(metadata.get(key) == value for key, value in wanted.items())
             return True
 
@@ -181,8 +181,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         parent_id = state["parent_checkpoint_id"]
         return CheckpointTuple(
             config=mapping.config_for(thread_id, ns, state["checkpoint_id"]),
-            checkpoint=mapping.decode(self.serde, state["checkpoint"]),
-            metadata=mapping.decode(self.serde, state["metadata"]),
+            checkpoint=mapping.checkpoint_of(self.serde, record),
+            metadata=mapping.metadata_of(self.serde, record),
             parent_config=mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
             pending_writes=[mapping.pending_write(self.serde, w) for w in sorted(writes, key=mapping.write_sort_key)],
         )

@@ -188,6 +188,22 @@ class ValidationClauses:
                     store.search("embedding", bad, 1)
         assert store.embeddings.count() == 0
 
+    @since("1.4")
+    def test_a_checkpoint_payload_that_is_not_bytes_is_refused_naming_it(self, store: Store) -> None:
+        """`payload` takes bytes (a bytearray or memoryview is copied into bytes) or None; a str,
+        a list of ints or a number is a ValidationError naming `payload`, and nothing is written."""
+        kept = store.checkpoints.save("run", {"step": 1}, payload=b"kept")
+        for bad in ("text", [1, 2, 3], 7):
+            with pytest.raises(ValidationError) as caught:
+                store.checkpoints.put([make("checkpoint", 1), fields("checkpoint", 2, payload=bad)])
+            assert [name for name, _ in caught.value.errors] == ["records[1].payload"]
+            with pytest.raises(ValidationError, match="payload"):
+                store.checkpoints.update(kept.id, set={"payload": bad})
+        assert_same_records(store.checkpoints.all(), [kept])
+        converted = store.checkpoints.save("run", {"step": 2}, payload=bytearray(b"\x00\xff"))
+        assert type(converted.payload) is bytes
+        assert store.checkpoints[converted.id].payload == b"\x00\xff"
+
     @since("1.3")
     def test_a_tenant_no_record_could_hold_is_refused_on_open(self, open_store: Callable[..., Store]) -> None:
         for bad in ("team\x00a", "t" * 513, ""):
