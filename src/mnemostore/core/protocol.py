@@ -296,9 +296,9 @@ class Backend(ABC):
         return {}
 
 
-DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "query", "count", "delete", "update", "get",
-                "query_values", "append_checkpoint", "search", "tenants", "migration_lock", "legacy_layout",
-                "describe")
+DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "put_missing", "query", "count", "delete",
+                "update", "get", "query_values", "append_checkpoint", "search", "tenants", "migration_lock",
+                "legacy_layout", "describe")
 """The protocol methods whose non-mnemostore errors core turns into `BackendError`, on every path
 (the facade, the migration runner, copy, export). `exists` and `open` are wrapped where core calls
 them (`core.store.open_backend`: a missing driver module names the extra there), and `run_layout`
