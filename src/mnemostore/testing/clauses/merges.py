@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from ...core.capabilities import Capability
 from ...core.errors import MergeConflict, ReducerError, ValidationError
 from ...core.records import Checkpoint
-from ...core.reducers import Reducer, register_reducer
+from ...core.reducers import Reducer, fold, plan, register_reducer
 from ...core.store import Store
 from ..requirements import requires, since
 from ..strategies import examples
@@ -78,7 +78,7 @@ def scenarios(draw: st.DrawFn, reducers: tuple[str, ...], unreduced: bool = Fals
     update = st.fixed_dictionaries({}, optional={field: VALUES[name] for field, name in chosen.items()})
     trunk = draw(st.lists(update, min_size=1, max_size=3))
     fork = draw(st.integers(0, len(trunk) - 1))
-    branches = draw(st.lists(st.lists(update, min_size=1, max_size=3), min_size=1, max_size=3))
+    branches = draw(st.lists(st.lists(update, min_size=1, max_size=2), min_size=1, max_size=3))
     if fork < len(trunk) - 1:  # the trunk went on after the fork: its tip is one of the parents too
         branches.append(trunk[fork + 1:])
         trunk = trunk[:fork + 1]
@@ -115,10 +115,13 @@ def _build(store: Store, scenario: Scenario, run: str, *,
     return copies[fork.id], [copies[tips[i].id] for i in scenario.order]
 
 
-def _in_order(store: Store, scenario: Scenario, run: str) -> dict[str, Any]:
-    """Every update applied one after another on one chain: the trunk's, then each parent's branch's."""
-    updates = [*scenario.trunk, *(u for i in scenario.order for u in scenario.branches[i])]
-    return _apply_all(store, run, updates, scenario.chosen)[-1].state
+def _in_order(scenario: Scenario) -> dict[str, Any]:
+    """Every update folded one after another, as `apply` folds them on one chain: the trunk's, then
+    each parent's branch's (computed, not written: the suite stays quick on slow engines)."""
+    state: dict[str, Any] = {}
+    for update in [*scenario.trunk, *(u for i in scenario.order for u in scenario.branches[i])]:
+        state = fold(state, update, plan(scenario.chosen, "last"), "in-order")
+    return state
 
 
 def _check_lineage(store: Store, merged: Checkpoint, fork: Checkpoint, tips: list[Checkpoint]) -> None:
@@ -136,7 +139,7 @@ def _check_merge_in_order(store: Store, scenario: Scenario, *, snapshots: bool) 
     fork, tips = _build(store, scenario, run, snapshots=snapshots)
     assert all((tip.update is None) == snapshots for tip in tips)
     merged = store.checkpoints.merge(f"{run}-snapshots" if snapshots else run, tips, reducers=scenario.chosen)
-    assert merged.state == _in_order(store, scenario, f"{run}-in-order")
+    assert merged.state == _in_order(scenario)
     _check_lineage(store, merged, fork, tips)
 
 
@@ -296,7 +299,7 @@ class MergeClauses:
 
     @since("1.4")
     @pytest.mark.parametrize("snapshots", [False, True], ids=["updates", "snapshots"])
-    @examples(18)
+    @examples(15)
     @given(data=st.data())
     def test_merging_branches_of_random_updates_equals_applying_them_in_order(
             self, store: Store, snapshots: bool, data: st.DataObject) -> None:
@@ -306,7 +309,7 @@ class MergeClauses:
                               snapshots=snapshots)
 
     @since("1.4")
-    @examples(20)
+    @examples(15)
     @given(scenario=scenarios(REDUCERS, unreduced=True))
     def test_branches_changing_an_unreduced_field_differently_conflict_and_write_nothing(
             self, store: Store, scenario: Scenario) -> None:
@@ -326,7 +329,7 @@ class MergeClauses:
             assert store.checkpoints.count() == before
             return
         merged = store.checkpoints.merge(run, tips, reducers=scenario.chosen)
-        expected = _in_order(store, scenario, f"{run}-in-order")
+        expected = _in_order(scenario)
         for field, values in changed.items():
             expected[field] = values[0]  # the one value the branches that changed it agree on
         for field in (f for f, name in scenario.reducers.items() if name is None and f not in changed):
