@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "writing-a-backend.md"
-CALL = re.compile(r"^(?P<name>[\w.]+)\((?P<params>[^)]*)\)")
+CALL = re.compile(r"^(?P<name>[\w.]+)\((?P<params>(?:[^()]|\(\))*)\)")  # `()` may stand as a default
 
 
 def helper_rows() -> list[str]:
