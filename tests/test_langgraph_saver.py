@@ -154,14 +154,9 @@ def as_format_2(record: Any) -> Any:
     """A format-3 record as format 2 stored it: values as [type, base64] in `state`, no payload."""
     from mnemostore.core.base64text import to_text
 
-    state, payload = dict(record.state), record.payload
+    state = dict(record.state)
     state["format"] = 2
-    if "split" in state:
-        (checkpoint_type, metadata_type), split = state.pop("types"), state.pop("split")
-        state["checkpoint"] = [checkpoint_type, to_text(payload[:split])]
-        state["metadata"] = [metadata_type, to_text(payload[split:])]
-    else:
-        state["value"] = [state.pop("type"), to_text(payload)]
+    state["value" if "channel" in state else "checkpoint"] = [state.pop("type"), to_text(record.payload)]
     return record.model_copy(update={"state": state, "payload": None})
 
 
