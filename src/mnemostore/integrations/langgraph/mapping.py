@@ -5,12 +5,13 @@ any other namespace `ns:<ns>`), parent = the parent checkpoint's record. Its pen
 writes are records of their own on the `langgraph:writes` branch of the same run, with
 `node_id` (and `parent_ids`) naming the checkpoint record they belong to, and ids that
 start with that record's id (so one id-range read finds a checkpoint and its writes).
-Values are stored as LangGraph's serializer wrote them, in the record's `payload` (opaque
+Values are stored as LangGraph's serializer wrote them. Since format 3 the large one, a
+checkpoint's serialized bytes (or a write's value), is the record's `payload` exactly (opaque
 bytes: a BLOB/bytea column on SQLite and Postgres, so nothing parses, hashes or base64-encodes
-them): a checkpoint's payload is its checkpoint's bytes then its metadata's, split where
-`state["split"]` says; a write's payload is its value's bytes. The serializer's type names stay
-in the small JSON `state` (`"types"`), with the ids a read needs. Formats 1 and 2 kept both values
-as [type, base64 text] in `state`; they are still read (`checkpoint_of`, `metadata_of`, `value_of`).
+it, and a read hands it to the serializer without a slice or a copy), its type name in the small
+JSON `state` (`"type"`) beside the ids a read needs. The metadata (small, and what `list` filters
+re-check) stays [type, base64 text] in `state` (`core.base64text`), as in formats 1 and 2, which
+kept the checkpoint and the values that way too and are still read (`checkpoint_of`, `value_of`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ...core.base64text import from_text
+from ...core.base64text import from_text, to_text
 from ...core.jsonvalues import check_text, find_json_problem
 from ...core.records import Checkpoint as Record
 from ...core.records import utcnow
@@ -95,32 +96,31 @@ def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Runnab
                              "checkpoint_id": checkpoint_id}}
 
 
-def _legacy_value(serde: SerializerProtocol, stored: list[str]) -> Any:
-    """A value of format 1 or 2: [type, base64 of its bytes] in the state."""
+def encode(serde: SerializerProtocol, value: Any) -> list[str]:
+    """A small value as the state keeps it: [type, base64 of LangGraph's serialized bytes]."""
+    kind, data = serde.dumps_typed(value)
+    return [kind, to_text(data)]
+
+
+def decode(serde: SerializerProtocol, stored: list[str]) -> Any:
     return serde.loads_typed((stored[0], from_text(stored[1])))
+
+
+def _payload_or_state(serde: SerializerProtocol, record: Record, key: str) -> Any:
+    """The value in the record's payload (format 3), else in `state[key]` (formats 1 and 2)."""
+    if record.payload is None:
+        return decode(serde, record.state[key])
+    return serde.loads_typed((record.state["type"], record.payload))
 
 
 def checkpoint_of(serde: SerializerProtocol, record: Record) -> Any:
     """The LangGraph checkpoint a checkpoint record holds (any format)."""
-    state = record.state
-    if record.payload is None:
-        return _legacy_value(serde, state["checkpoint"])
-    return serde.loads_typed((state["types"][0], record.payload[:state["split"]]))
-
-
-def metadata_of(serde: SerializerProtocol, record: Record) -> Any:
-    """The exact LangGraph metadata of a checkpoint record (any format)."""
-    state = record.state
-    if record.payload is None:
-        return _legacy_value(serde, state["metadata"])
-    return serde.loads_typed((state["types"][1], record.payload[state["split"]:]))
+    return _payload_or_state(serde, record, "checkpoint")
 
 
 def value_of(serde: SerializerProtocol, record: Record) -> Any:
     """The value a write record holds (any format)."""
-    if record.payload is None:
-        return _legacy_value(serde, record.state["value"])
-    return serde.loads_typed((record.state["type"], record.payload))
+    return _payload_or_state(serde, record, "value")
 
 
 def json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +146,6 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
               "channel_values": {k: v for k, v in checkpoint.get("channel_values", {}).items() if k in versions}}
     step = metadata.get("step")
     checkpoint_type, checkpoint_bytes = serde.dumps_typed(stored)
-    metadata_type, metadata_bytes = serde.dumps_typed(metadata)
     return Record(
         id=checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id),
         run_id=thread_id,
@@ -157,8 +156,8 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
         metadata=json_metadata(metadata),
         state={"format": FORMAT, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
                "checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id,
-               "types": [checkpoint_type, metadata_type], "split": len(checkpoint_bytes)},
-        payload=checkpoint_bytes + metadata_bytes,
+               "type": checkpoint_type, "metadata": encode(serde, metadata)},
+        payload=checkpoint_bytes,
     )
 
 

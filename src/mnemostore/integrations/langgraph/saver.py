@@ -104,7 +104,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             if before_id and not state["checkpoint_id"] < before_id:
                 return False
             if wanted:  # re-checked on the exact metadata: the pushed-down filter sees its JSON copy
-                metadata = mapping.metadata_of(self.serde, record)
+                metadata = mapping.decode(self.serde, state["metadata"])
                 return all(metadata.get(key) == value for key, value in wanted.items())
             return True
 
@@ -182,7 +182,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return CheckpointTuple(
             config=mapping.config_for(thread_id, ns, state["checkpoint_id"]),
             checkpoint=mapping.checkpoint_of(self.serde, record),
-            metadata=mapping.metadata_of(self.serde, record),
+            metadata=mapping.decode(self.serde, state["metadata"]),
             parent_config=mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
             pending_writes=[mapping.pending_write(self.serde, w) for w in sorted(writes, key=mapping.write_sort_key)],
         )
