@@ -66,9 +66,9 @@ class Checkpoints(Collection[Checkpoint]):
         self._check_found(ids, found)
         return [(i, found[i]) for i in dict.fromkeys(ids)]
 
-    def _parents(self, run_id: str, branch: str, parent: Any) -> list[Checkpoint]:
-        ids = self._parent_ids(parent, "parents")
-        found = self.get_many(ids, vectors=False)
+    def _found(self, ids: list[str]) -> list[Checkpoint]:
+        """The checkpoints with these ids (each once), or a ValidationError naming a missing one."""
+        found = self._read(ids)
         self._check_found(ids, {c.id for c in found})
         return found
 
@@ -163,7 +163,7 @@ class Checkpoints(Collection[Checkpoint]):
         if not isinstance(parent, str | Checkpoint):
             raise ValidationError.one("parent", "apply folds onto one checkpoint (its id or the Checkpoint); "
                                       "merge joins several")
-        found = self._parents(run_id, branch, [_id_of(parent, "parent")])[0]
+        found = self._found([_id_of(parent, "parent")])[0]
         check_run(run_id, found, "parent")
         return found
 
@@ -180,7 +180,7 @@ class Checkpoints(Collection[Checkpoint]):
         """
         rules = plan(reducers, default, model)
         parent_ids = self._parent_ids(parents, "parents")
-        tips = check_parents(run_id, parent_ids, self._parents(run_id, branch, parent_ids))
+        tips = check_parents(run_id, parent_ids, self._found(parent_ids))
         ancestry = common_ancestor(tips, self._read)
         if ancestry is None:
             raise ValidationError.one("parents", f"checkpoints {', '.join(map(repr, parent_ids))} have no common "
@@ -195,8 +195,7 @@ class Checkpoints(Collection[Checkpoint]):
         ids = self._parent_ids(checkpoints, "checkpoints")
         if not ids:
             raise ValidationError.one("checkpoints", "give at least one checkpoint")
-        tips = self._read(list(dict.fromkeys(ids)))
-        self._check_found(ids, {c.id for c in tips})
+        tips = self._found(ids)
         ancestry = common_ancestor(tips, self._read)
         return None if ancestry is None else ancestry.ancestor
 

@@ -119,13 +119,9 @@ class Connections:
         """Run `work` on one consistent snapshot."""
         return self._transaction("BEGIN", work)
 
-    def read_one(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` that issues a single statement: it is its own snapshot, so no BEGIN/COMMIT."""
-        return self._transaction(None, work)
-
-    def write_one(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` that issues a single writing statement: SQLite makes one statement atomic by
-        itself (autocommit), so no BEGIN IMMEDIATE and COMMIT (two of a small write's three calls)."""
+    def one_statement(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` that issues a single statement, a read or a write: it is its own snapshot and
+        SQLite makes it atomic by itself (autocommit), so no BEGIN and COMMIT around it."""
         return self._transaction(None, work)
 
     def _transaction(self, begin: str | None, work: Callable[[sqlite3.Connection], T]) -> T:

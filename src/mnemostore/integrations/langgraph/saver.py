@@ -65,10 +65,6 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 low, high = mapping.namespace_range(thread_id, ns)
                 where = where & (F.id >= low) & (F.id < high)
             record = self.store.checkpoints.first(where, order_by="-id")
-            if record is not None and ranges:
-                _, high = mapping.record_range(record.id)  # from the first write on: not the record again
-                writes = [r for r in self._id_range(record.id + mapping.WRITES_INFIX, high)
-                          if mapping.is_write_of(r, record.id)]
         if record is None:
             return None
         if writes is None or record.state.get("format", 1) < 2:  # format 1: writes may have hashed ids
@@ -205,6 +201,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         thread_id, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
         records: dict[str, Record] = {}
         regular: dict[str, str] = {}  # ids a regular write may be stored under (this format's, format 1's) -> its id
+        legacy = bool(writes) and self._has_legacy_writes()
         for position, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, position)
             record = mapping.write_record(self.serde, thread_id, ns, checkpoint_id, task_id, task_path,
@@ -212,17 +209,11 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             records[record.id] = record
             if idx >= 0:
                 regular[record.id] = record.id
-        if not records:
+                if legacy:
+                    regular[mapping.legacy_write_record_id(thread_id, ns, checkpoint_id, task_id, idx)] = record.id
+        if records and not legacy and len(regular) == len(records):  # insert-or-ignore: one write, no read
+            self.store.checkpoints.put(records.values(), keep_existing=True)
             return
-        if regular and not self._has_legacy_writes():
-            if len(regular) == len(records):  # insert-or-ignore: one write, no read first
-                self.store.checkpoints.put(records.values(), keep_existing=True)
-                return
-        elif regular:
-            for record_id in list(regular):
-                state = records[record_id].state
-                legacy = mapping.legacy_write_record_id(thread_id, ns, checkpoint_id, task_id, state["idx"])
-                regular[legacy] = record_id
         if regular:
             for existing in self.store.checkpoints.get_many(sorted(regular), vectors=False):
                 records.pop(regular[existing.id], None)
