@@ -216,7 +216,7 @@ class SQLiteBackend(Backend):
 
     def tenants(self, kind: str) -> list[str | None]:
         table = LAYOUTS[kind].table
-        rows = self.db.one_statement(lambda conn: conn.execute(f"SELECT DISTINCT tenant FROM {table}").fetchall())
+        rows = self.db.one_read(lambda conn: conn.execute(f"SELECT DISTINCT tenant FROM {table}").fetchall())
         return [tenant or None for (tenant,) in rows]
 
     # records ------------------------------------------------------------------------
@@ -230,7 +230,7 @@ class SQLiteBackend(Backend):
         encode = self._encoders[kind]
         if len(records) == 1:  # one statement: atomic without a transaction around it
             row = encode(records[0])
-            self.db.one_statement(lambda conn: conn.execute(sql, row))
+            self.db.one_write(lambda conn: conn.execute(sql, row))
             return
         rows = [encode(record) for record in records]
         self.db.write(lambda conn: conn.executemany(sql, rows))
@@ -246,14 +246,14 @@ class SQLiteBackend(Backend):
         args: list[Any] = [tenant_key(tenant), *params]
         if limit == 1:  # first(): one statement, its own snapshot
             one = f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE seq = ({sql} LIMIT 1)"
-            rows = self.db.one_statement(lambda conn: conn.execute(one, args).fetchall())
+            rows = self.db.one_read(lambda conn: conn.execute(one, args).fetchall())
             return schema.decode_rows(layout, rows)
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
         if _by_id_range(where, order):  # the (tenant, id) index both selects and orders: no sorter to carry docs
             whole = f"SELECT {layout.read_columns(vectors)} {sql[len('SELECT seq '):]}"
-            rows = self.db.one_statement(lambda conn: conn.execute(whole, args).fetchall())
+            rows = self.db.one_read(lambda conn: conn.execute(whole, args).fetchall())
             return schema.decode_rows(layout, rows)
 
         def work(conn: sqlite3.Connection) -> list[Record]:
@@ -270,7 +270,7 @@ class SQLiteBackend(Backend):
         if any(layout.fields.get(name) not in _PLAIN_TYPES for name in fields):
             return super().query_values(kind, tenant, where, order, limit, fields)
         sql, args = _values_sql(layout, tenant, where, order, limit, fields)
-        return self.db.one_statement(lambda conn: conn.execute(sql, args).fetchall())
+        return self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
 
     def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         """Look the parent up and write the child in one write transaction, so racing saves on
@@ -299,14 +299,14 @@ class SQLiteBackend(Backend):
             sql = (f"SELECT {columns} FROM {layout.table} "
                    "WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))")
             args = [tenant_key(tenant), orjson.dumps(list(ids)).decode()]
-        rows = self.db.one_statement(lambda conn: conn.execute(sql, args).fetchall())
+        rows = self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
         return schema.decode_rows(layout, rows)
 
     def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
         layout = LAYOUTS[kind]
         condition, params = where_sql(layout, where)
         sql = f"SELECT count(*) FROM {layout.table} WHERE tenant = ? AND {condition}"
-        return int(self.db.one_statement(lambda conn: conn.execute(sql, [tenant_key(tenant), *params]).fetchone()[0]))
+        return int(self.db.one_read(lambda conn: conn.execute(sql, [tenant_key(tenant), *params]).fetchone()[0]))
 
     def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
         layout = LAYOUTS[kind]

@@ -1,9 +1,11 @@
 """Connections to one SQLite file: a small pool, transactions, and retries on a busy lock.
 
 A connection is checked out for one call and returned, never tied to a thread, so any
-thread (or an executor behind an async twin) may run any call. Writes take the lock up
-front (`BEGIN IMMEDIATE`) so concurrent writers queue on SQLite's busy handler instead
-of failing on a lock upgrade; a lock still busy is retried until `busy_timeout` runs out.
+thread (or an executor behind an async twin) may run any call. Writers of one process queue
+on a lock per file (`_writer_lock`), handed over at once; writers of other processes meet at
+SQLite's lock, taken up front (`BEGIN IMMEDIATE`) so they wait in its busy handler (which
+sleeps 1 ms and more between tries) instead of failing on a lock upgrade; a lock still busy
+is retried until `busy_timeout` runs out.
 """
 
 from __future__ import annotations
@@ -26,9 +28,23 @@ _forks = 0
 """How many forks made this process (0 in the original one): cheaper to compare than getpid."""
 
 
+_writer_locks: dict[str, threading.RLock] = {}
+_writer_locks_guard = threading.Lock()
+
+
 def _count_fork() -> None:
     global _forks
     _forks += 1
+    _writer_locks.clear()  # a parent's thread may have held one: the child starts with fresh ones
+
+
+def _writer_lock(key: str) -> threading.RLock:
+    """The lock this process's writers to one file take in turn (reentrant: a write may nest)."""
+    lock = _writer_locks.get(key)
+    if lock is None:
+        with _writer_locks_guard:
+            lock = _writer_locks.setdefault(key, threading.RLock())
+    return lock
 
 
 os.register_at_fork(after_in_child=_count_fork)
@@ -54,6 +70,7 @@ class Connections:
 
     def __init__(self, path: Path, busy_timeout: float, synchronous: str) -> None:
         self.path = path
+        self._file_key = os.path.realpath(path)
         self.busy_timeout = busy_timeout
         self._pragmas = (
             f"PRAGMA synchronous = {'FULL' if synchronous == 'full' else 'NORMAL'}",
@@ -113,15 +130,21 @@ class Connections:
     # transactions ---------------------------------------------------------------------
     def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in one write transaction (all-or-nothing), retrying while busy."""
-        return self._transaction("BEGIN IMMEDIATE", work)
+        with _writer_lock(self._file_key):
+            return self._transaction("BEGIN IMMEDIATE", work)
+
+    def one_write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` that issues a single writing statement: SQLite makes it atomic by itself
+        (autocommit), so no BEGIN and COMMIT around it."""
+        with _writer_lock(self._file_key):
+            return self._transaction(None, work)
 
     def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` on one consistent snapshot."""
         return self._transaction("BEGIN", work)
 
-    def one_statement(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` that issues a single statement, a read or a write: it is its own snapshot and
-        SQLite makes it atomic by itself (autocommit), so no BEGIN and COMMIT around it."""
+    def one_read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` that issues a single reading statement: it is its own snapshot."""
         return self._transaction(None, work)
 
     def _transaction(self, begin: str | None, work: Callable[[sqlite3.Connection], T]) -> T:

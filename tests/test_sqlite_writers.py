@@ -1,0 +1,70 @@
+"""SQLite layout and locking choices the hot path depends on, checked on real stores."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import mnemostore
+from mnemostore.core.store import open_backend
+from mnemostore.migrations.runner import Runner
+
+
+def test_threads_of_one_process_queue_for_writes_instead_of_timing_out(tmp_path: Path) -> None:
+    """Writers in one process take turns on a lock of their own, so even a 1 ms busy timeout
+    (SQLite's busy handler sleeps 1 ms and more between tries) never fails one of them."""
+    url = f"sqlite:///{tmp_path / 'store.db'}?busy_timeout=0.001"
+    errors: list[BaseException] = []
+    with mnemostore.open(url) as store:
+        def write(worker: int) -> None:
+            try:
+                for batch in range(15):
+                    store.outcomes.put([{"task_type": "t", "success": True, "id": f"{worker}-{batch}-{i}"}
+                                        for i in range(40)])
+                    store.outcomes.add(task_type="t", success=False, id=f"{worker}-{batch}-one")
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert store.outcomes.count() == 6 * 15 * 41
+
+
+def _indexes(path: Path) -> dict[str, str]:
+    rows = sqlite3.connect(path).execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+    return dict(rows.fetchall())
+
+
+def test_project_filters_use_the_partial_project_index(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with mnemostore.open(f"sqlite:///{path}") as store:
+        store.outcomes.put([{"task_type": "t", "success": True, "project_id": "p" if i % 2 else None}
+                            for i in range(10)])
+        assert store.outcomes.count({"project_id": "p"}) == 5
+    indexes = _indexes(path)
+    assert indexes["mnemo_outcome_project_id"].endswith("WHERE project_id IS NOT NULL")
+    assert "mnemo_checkpoint_created_at_id" not in indexes and "mnemo_outcome_created_at_id" in indexes
+    plan = sqlite3.connect(path).execute(
+        'EXPLAIN QUERY PLAN SELECT seq FROM "mnemo_outcome" WHERE tenant = ? AND "project_id" = ?', ("", "p"))
+    assert any("mnemo_outcome_project_id" in row[-1] for row in plan.fetchall())
+
+
+def test_leaner_indexes_revert_to_the_full_ones(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    mnemostore.open(f"sqlite:///{path}").close()
+    backend = open_backend(f"sqlite:///{path}")
+    try:
+        Runner(backend).down(target="sqlite.0004_payload_column")
+    finally:
+        backend.close()
+    indexes = _indexes(path)
+    assert "WHERE" not in indexes["mnemo_outcome_project_id"]
+    assert "mnemo_checkpoint_created_at_id" in indexes
+    with mnemostore.open(f"sqlite:///{path}") as store:  # opening applies the step again
+        store.checkpoints.save("run", {"n": 1}, node_id="a")
+    assert "mnemo_checkpoint_created_at_id" not in _indexes(path)
