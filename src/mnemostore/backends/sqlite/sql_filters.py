@@ -162,7 +162,9 @@ def _column(layout: Layout, cmp: Cmp, out: Compiled) -> None:
         out.parts.append(_TRUE if bound else _FALSE)
         return
     op, value = bound
-    if op == "eq":
+    if op == "eq" and value is not None:  # `=`, not `IS`: SQLite's planner uses indexes for `=` only
+        out.parts.append(f"({column} = ?)")  # when an ORDER BY fits another index
+    elif op == "eq":
         out.parts.append(f"({column} IS ?)")
     elif op == "ne":
         out.parts.append(f"({column} IS NOT ?)")

@@ -7,6 +7,12 @@ import threading
 from pathlib import Path
 
 import mnemostore
+from mnemostore import F
+from mnemostore.backends.sqlite.schema import LAYOUTS
+from mnemostore.backends.sqlite.sql_filters import order_sql, where_sql
+from mnemostore.core.filters import bind
+from mnemostore.core.query import parse_order
+from mnemostore.core.records import Embedding
 from mnemostore.core.store import open_backend
 from mnemostore.migrations.runner import Runner
 
@@ -40,18 +46,20 @@ def _indexes(path: Path) -> dict[str, str]:
     return dict(rows.fetchall())
 
 
-def test_project_filters_use_the_partial_project_index(tmp_path: Path) -> None:
+def test_filters_on_optional_fields_use_their_partial_indexes(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     with mnemostore.open(f"sqlite:///{path}") as store:
         store.outcomes.put([{"task_type": "t", "success": True, "project_id": "p" if i % 2 else None}
                             for i in range(10)])
         assert store.outcomes.count({"project_id": "p"}) == 5
     indexes = _indexes(path)
-    assert indexes["mnemo_outcome_project_id"].endswith("WHERE project_id IS NOT NULL")
+    assert indexes["mnemo_outcome_project_id"].endswith('WHERE "project_id" IS NOT NULL')
+    assert indexes["mnemo_embedding_agent"].endswith('WHERE "agent" IS NOT NULL')
     assert "mnemo_checkpoint_created_at_id" not in indexes and "mnemo_outcome_created_at_id" in indexes
-    plan = sqlite3.connect(path).execute(
-        'EXPLAIN QUERY PLAN SELECT seq FROM "mnemo_outcome" WHERE tenant = ? AND "project_id" = ?', ("", "p"))
-    assert any("mnemo_outcome_project_id" in row[-1] for row in plan.fetchall())
+    for field in ("project_id", "agent"):
+        plan = sqlite3.connect(path).execute(
+            f'EXPLAIN QUERY PLAN SELECT seq FROM "mnemo_outcome" WHERE tenant = ? AND "{field}" = ?', ("", "p"))
+        assert any(f"mnemo_outcome_{field}" in row[-1] for row in plan.fetchall())
 
 
 def test_leaner_indexes_revert_to_the_full_ones(tmp_path: Path) -> None:
@@ -63,8 +71,23 @@ def test_leaner_indexes_revert_to_the_full_ones(tmp_path: Path) -> None:
     finally:
         backend.close()
     indexes = _indexes(path)
-    assert "WHERE" not in indexes["mnemo_outcome_project_id"]
+    assert "WHERE" not in indexes["mnemo_outcome_project_id"] and "WHERE" not in indexes["mnemo_outcome_agent"]
     assert "mnemo_checkpoint_created_at_id" in indexes
     with mnemostore.open(f"sqlite:///{path}") as store:  # opening applies the step again
         store.checkpoints.save("run", {"n": 1}, node_id="a")
     assert "mnemo_checkpoint_created_at_id" not in _indexes(path)
+
+
+def test_an_id_filter_uses_the_id_index_whatever_the_order(tmp_path: Path) -> None:
+    """An equality on a non-null value compiles to `=`: SQLite ignores a unique index for `IS ?` when
+    the ORDER BY fits another one (a lookup by id became a scan of the tenant's rows)."""
+    field, index = "id", "sqlite_autoindex_mnemo_embedding_1"
+    path = tmp_path / "store.db"
+    mnemostore.open(f"sqlite:///{path}").close()
+    layout = LAYOUTS["embedding"]
+    condition, params = where_sql(layout, bind(getattr(F, field) == "x", Embedding.filterable))
+    order = order_sql(layout, parse_order(None, Embedding))
+    plan = sqlite3.connect(path).execute(
+        f"EXPLAIN QUERY PLAN SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} ORDER BY {order}",
+        ["", *params]).fetchall()
+    assert any(f"USING INDEX {index} " in row[-1] or f"COVERING INDEX {index} " in row[-1] for row in plan), plan
