@@ -5,7 +5,8 @@ What runs, by the block's language:
 - ``python``: a page's python blocks form one program, run in page order in one fresh process
   (a later block uses what an earlier one defined: the README's `store`, `builder`, ...).
   A failure names the markdown file and line; the page's later blocks are then skipped.
-- ``bash``, ``sh``, ``shell``: the whole block is one ``bash -e -o pipefail`` script.
+- ``bash``, ``sh``, ``shell``: the whole block is one bash script, and each command in it (a
+  line, or the lines an open quote or a trailing backslash joins) must succeed, ``a && b`` too.
 - ``console``: only the ``$ `` lines (and ``> `` continuations) run; the other lines are output.
 - anything else (``text``, ``toml``, ``json``, ``sql``, ...) never runs. The sample report
   in docs/writing-a-backend.md is checked by tests/test_conformance_sample.py.
@@ -19,8 +20,8 @@ installed as the guide names it (distribution ``mystore-mnemostore``, entry poin
 under the name and scheme ``mystore``. ``/tmp/`` in a shell block is the block's own
 temporary directory, so parallel runs never share a path. A run of the conformance suite
 (a block naming ``--mnemostore-url``, ``--mnemostore-all-installed``, ``mnemostore
-conformance`` or ``ConformanceSuite``) gets ``PYTEST_ADDOPTS=-k <a few clauses>``: these
-tests prove the commands work; the whole suite runs elsewhere.
+conformance`` or ``ConformanceSuite``) gets ``PYTEST_ADDOPTS=-k SLICE`` (one clause per URL):
+these tests prove the commands work; the whole suite runs elsewhere.
 
 Markers: HTML comments on the line(s) directly above a block's fence.
 
