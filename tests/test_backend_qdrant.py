@@ -21,6 +21,7 @@ import pytest
 import mnemostore
 from mnemostore import F
 from mnemostore.backends.qdrant.ordered import delegable
+from mnemostore.core.errors import StoreNotFound
 from mnemostore.core.protocol import ID_ORDER, OrderKey
 from mnemostore.core.url import StoreURL
 from mnemostore.testing import ConformanceSuite
@@ -182,3 +183,17 @@ def test_a_strided_embedding_is_stored_as_its_own_values() -> None:
         assert got.embedding is not None and got.embedding.tobytes() == np.ascontiguousarray(column).tobytes()
     finally:
         store.close()
+
+
+def test_an_in_memory_store_exists_by_its_prefix_not_by_its_location() -> None:
+    """Two stores share one in-memory location under different prefixes: opening the location
+    made one of them, not the other (as on a server, where the prefix's meta collection decides)."""
+    location = f"qdrant://memory/{uuid.uuid4().hex}"
+    with mnemostore.open(f"{location}?prefix=a_") as store:
+        store.outcomes.add(task_type="t", success=True)
+    with pytest.raises(StoreNotFound):
+        mnemostore.open(f"{location}?prefix=b_", create=False)
+    with mnemostore.open(f"{location}?prefix=a_", create=False) as store:
+        assert store.outcomes.count() == 1
+    with mnemostore.open(f"{location}?prefix=b_") as store:  # created on demand, empty
+        assert store.outcomes.count() == 0

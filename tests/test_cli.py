@@ -230,8 +230,10 @@ def test_python_dash_m_runs_demo_info_and_backends_in_fresh_processes(store_url:
 
 def test_readme_python_examples_run_as_written(store_url: str) -> None:
     """The README's code blocks are the documentation users copy: they must run, in order, as written."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    blocks = [block.split("```", 1)[0] for block in readme.split("```python\n")[1:]]
+    from tests.docs_snippets import PYTHON, ROOT, parse
+
+    blocks = [b.code for b in parse(ROOT / "README.md")[0] if b.language in PYTHON and b.runs
+              and not b.directives]  # the README's program (tests/test_docs_snippets.py)
     assert len(blocks) >= 3
     code = compile("\n".join(blocks), "README.md", "exec")
     for _ in range(2):  # people paste the quick start twice: it must hold on the store it left
@@ -251,7 +253,10 @@ def test_info_shows_the_ledgers_newest_layout_step(tmp_path: Path, capsys: pytes
 def test_the_readme_set_up_lines_install_what_each_needs_and_ci_runs_the_second() -> None:
     """Line one installs only the core (the demo needs nothing else); line two is exactly .ci/run's command."""
     root = Path(__file__).resolve().parents[1]
-    demo, tests = (root / "README.md").read_text(encoding="utf-8").splitlines()[3:5]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert readme.index("```bash") < readme.index("\n## ")  # the newcomer's first lines: above every section
+    demo, tests = first_block.splitlines()
     assert demo == "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/mnemostore demo"
     assert "[" not in demo  # no extras: not the test kit
     ci = (root / ".ci" / "run").read_text(encoding="utf-8")

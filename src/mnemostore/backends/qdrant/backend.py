@@ -96,12 +96,12 @@ class QdrantBackend(Backend):
 
     # lifecycle -----------------------------------------------------------------
     def exists(self) -> bool | None:
-        """In memory: a shared store exists once opened in this process, a private one always (it is
-        fresh). On disk: not without its directory (else core opens it to look). A server: whether
-        the store's meta collection is there."""
+        """A private in-memory store always (it is fresh). On disk: not without its directory (else
+        core opens it to look). A shared in-memory store (not without its location opened in this
+        process) and a server: whether the store's meta collection, under its prefix, is there."""
         location = self.location
-        if location.mode == "memory":
-            return location.key() is None or location.key() in held_locations()
+        if location.mode == "memory" and (location.key() is None or location.key() not in held_locations()):
+            return location.key() is None
         if location.mode == "disk":
             return None if location.path is not None and Path(location.path).is_dir() else False
         handle = acquire(location, self.qdrant_options)
