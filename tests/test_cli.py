@@ -233,7 +233,7 @@ def test_readme_python_examples_run_as_written(store_url: str) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     blocks = [block.split("```", 1)[0] for block in readme.split("```python\n")[1:]]
     assert len(blocks) >= 3
-    code = compile("\n".join(blocks), "README.md", "exec")
+    code = compile("\n".join(blocks), "README.md", "exec", dont_inherit=True)  # no __future__ of this module
     for _ in range(2):  # people paste the quick start twice: it must hold on the store it left
         exec(code, {"__name__": "readme"})
     assert Path("agent-memory.db").exists()  # the quick start's relative sqlite URL, in the cwd

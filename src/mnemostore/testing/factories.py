@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.records import record_type
+from ..core.kinds import record_type
 
 BASE_TIME = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from ..core.filters import RANGE_OPS, And, Cmp, Expr, Not, Or
+from ..core.kinds import record_type
 from ..core.protocol import OrderKey
-from ..core.records import Record, record_type
+from ..core.records import Record
 from .factories import BASE_TIME
 
 SUITE_SETTINGS = settings(

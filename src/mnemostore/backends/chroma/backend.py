@@ -39,8 +39,9 @@ from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, MnemostoreError, SchemaMismatch
 from ...core.filters import And, Cmp, Expr, matches
+from ...core.kinds import record_type
 from ...core.protocol import Backend, Hit, OrderKey, apply_update
-from ...core.records import KINDS, Record, record_type
+from ...core.records import KINDS, Record
 from ...core.vectors import Vector
 from ...core.vectorsearch import scores
 from ...migrations.locking import FileLock, MigrationLock

@@ -31,7 +31,8 @@ import orjson
 
 from ...core.codec import binary_fields, fill_binary, instant_micros, trusted_record
 from ...core.compression import deflate, inflate, pack_payload, unpack_payload
-from ...core.records import Record, record_type
+from ...core.kinds import record_type
+from ...core.records import Record
 
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)

@@ -24,9 +24,10 @@ from pydantic import BaseModel
 from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.filters import Expr, matches
+from ...core.kinds import record_type
 from ...core.protocol import PARAMS_KEY, Backend, Hit, OrderKey, StoreParams, apply_update
 from ...core.query import sort_records
-from ...core.records import KINDS, Record, record_type
+from ...core.records import KINDS, Record
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...migrations.locking import FileLock, MigrationLock

@@ -14,8 +14,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import SchemaMismatch
+from ...core.kinds import record_type
 from ...core.protocol import StoreParams
-from ...core.records import KINDS, record_type
+from ...core.records import KINDS
 from .handles import Handle
 from .payload import TENANT, field_key
 

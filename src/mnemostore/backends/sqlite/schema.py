@@ -22,7 +22,8 @@ import orjson
 
 from ...core import codec
 from ...core.compression import deflate, pack_payload, unpack_payload
-from ...core.records import KINDS, Record, record_type
+from ...core.kinds import record_type
+from ...core.records import KINDS, Record
 
 META_TABLE = "mnemo_meta"
 EPOCH_TABLE = "mnemo_vector_epoch"

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from ...core.collection import OrderBy, Where
 from ...core.errors import ValidationError
 from ...core.filters import F
+from ...core.kinds import record_type
 from ...core.protocol import OrderKey
-from ...core.records import Record, record_type
+from ...core.records import Record
 from ...core.store import Store
 from ..factories import BASE_TIME, OPTIONAL_FIELDS, make
 from ..oracle import expected_order
