@@ -221,3 +221,37 @@ def test_two_claimants_of_one_kind_name_are_refused_never_picked(site: Path) -> 
     clash = _kind("recipe", dish=str)
     with pytest.raises(DuplicateKind, match="entry point kind_plugin:Recipe"):
         found.register(clash)
+
+
+def _tables(path: Path) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def test_sqlite_creates_an_application_kinds_table_at_its_first_write_not_at_a_read(
+        note: type[Note], tmp_path: Path) -> None:
+    path = tmp_path / "kinds.db"
+    with mnemostore.open(f"sqlite:///{path}") as store:
+        notes = store.collection(note)
+        assert notes.count() == 0 and notes.all() == [] and notes.get("x") is None
+        assert notes.delete(where={}) == 0 and store.search(note, [1.0, 0.0], 3) == []
+        assert "mnemo_note" not in _tables(path)  # reading (info, copy, export) writes nothing
+        notes.add(topic="a", stars=2, embedding=[1.0, 0.0])
+        assert "mnemo_note" in _tables(path)
+    with mnemostore.open(f"sqlite:///{path}") as store:  # another open finds it
+        assert [n.stars for n in store.collection("note").all()] == [2]
+
+
+def test_sqlite_refuses_a_kind_whose_table_predates_a_new_filterable_field(note: type[Note], tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'kinds.db'}"
+    with mnemostore.open(url) as store:
+        store.collection(note).add(topic="a")
+    kinds.unregister("note")
+    grown = type("Note", (Record,), {
+        "__annotations__": {"kind": ClassVar[str], "topic": str, "mood": str}, "kind": "note", "mood": "",
+        "filterable": {"topic": str, "mood": str}, "__module__": "app", "__qualname__": "Note"})
+    register_kind(grown)
+    with mnemostore.open(url) as store, pytest.raises(mnemostore.SchemaMismatch, match="no column for mood"):
+        store.collection("note").count()
