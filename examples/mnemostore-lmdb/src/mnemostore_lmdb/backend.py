@@ -160,8 +160,8 @@ class LMDBBackend(Backend):
         """The named database of a kind (or "meta"), created the first time it is asked for."""
         found = self._dbs.get(name)
         if found is None:
-            with _OPENING:
-                found = self._dbs[name] = self.env.open_db(name.encode())
+            with _OPENING, self.env.begin(write=True) as txn:  # waits for the writer without holding the GIL
+                found = self._dbs[name] = self.env.open_db(name.encode(), txn=txn)
         return found
 
     @property
