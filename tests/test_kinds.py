@@ -18,18 +18,18 @@ from mnemostore.core.kinds import Kinds, kind_names, kinds
 
 
 class Note(Record):
-    kind: ClassVar[str] = "note"
-    filterable: ClassVar[dict[str, type]] = {"topic": str, "stars": int, "weight": float, "pinned": bool,
-                                             "due": datetime}
-    incrementable: ClassVar[frozenset[str]] = frozenset({"stars"})
-    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("topic", "stars"),)
+    """A note an application keeps: the kind these tests register (the suite's own is `Specimen`)."""
 
     topic: str
     stars: int = 0
     weight: float | None = None
-    pinned: bool = False
     due: AwareDatetime | None = None
     tags: list[str] = Field(default_factory=list)
+
+    kind: ClassVar[str] = "note"
+    filterable: ClassVar[dict[str, type]] = {"topic": str, "stars": int, "weight": float, "due": datetime}
+    incrementable: ClassVar[frozenset[str]] = frozenset({"stars"})
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("topic", "stars"),)
 
 
 @pytest.fixture
@@ -74,6 +74,7 @@ def test_registration_completes_the_declaration_with_the_shared_fields(note: typ
     ("x" * 33, {}, "at most 32"),
     ("outcome", {}, "already claimed by mnemostore.core.records:Outcome"),
     ("meta", {}, "reserved for a store's own tables"),
+    ("notes_hnsw", {}, "reserved for a store's own tables and indexes"),
     ("checkpoint_notes", {}, "beginning with a built-in kind's name"),
     ("ok", {"agent": str}, "redeclares a field every kind shares"),
     ("ok", {"doc": str}, "a name backends reserve"),

@@ -34,6 +34,8 @@ MAX_KIND_LENGTH = 32
 MAX_FIELD_LENGTH = 48
 RESERVED_KINDS = frozenset({"meta", "vector_epoch"})
 """Names of a store's own tables beside the kinds' (`mnemo_meta`, ...)."""
+RESERVED_KIND_SUFFIXES = ("_hnsw", "_stage")
+"""Backends name a kind's vector index and staging table `<table>_hnsw`, `<table>_stage`."""
 RESERVED_FIELDS = frozenset({"kind", "seq", "tenant", "meta", "doc", "vec", "v"})
 """Column and payload names backends keep beside a kind's fields."""
 FILTER_TYPES: tuple[type, ...] = (str, int, float, bool, datetime)
@@ -78,8 +80,9 @@ def check_declaration(cls: Any) -> list[str]:
         return [f"`kind` must be a name of lowercase letters, digits and single underscores, starting with a "
                 f"letter, at most {MAX_KIND_LENGTH} characters (got {name!r})"]
     problems: list[str] = []
-    if name in RESERVED_KINDS:
-        problems.append(f"{name!r} is reserved for a store's own tables")
+    if name in RESERVED_KINDS or name.endswith(RESERVED_KIND_SUFFIXES):
+        problems.append(f"{name!r} is reserved for a store's own tables and indexes (meta, vector_epoch, "
+                        f"*{', *'.join(RESERVED_KIND_SUFFIXES)})")
     elif cls not in RECORD_TYPES.values() and any(name.startswith(f"{builtin}_") for builtin in KINDS):
         problems.append(f"names beginning with a built-in kind's name and '_' are reserved ({name!r}): "
                         "backends name the built-in kinds' indexes that way")
