@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from mnemostore import KINDS, Store
-from mnemostore.core.records import record_type
+from mnemostore.core.kinds import record_type
 
 LAYOUT1 = Path(__file__).parent / "fixtures" / "legacy" / "layout1"
 

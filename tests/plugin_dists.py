@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -24,3 +26,18 @@ def install_fake_distribution(root: Path, dist: str, entry_points: dict[str, dic
     (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+
+
+@contextmanager
+def fake_site(root: Path, *modules: str) -> Iterator[Path]:
+    """`root` for fake distributions; after the block sys.path is as it was and the modules named
+    (by prefix) are forgotten, so the next test imports them afresh."""
+    before = list(sys.path)
+    modules_before = set(sys.modules)
+    try:
+        yield root
+    finally:
+        sys.path[:] = before
+        for name in set(sys.modules) - modules_before:
+            if name.startswith(modules):
+                del sys.modules[name]

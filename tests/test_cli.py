@@ -235,7 +235,7 @@ def test_readme_python_examples_run_as_written(store_url: str) -> None:
     blocks = [b.code for b in parse(ROOT / "README.md")[0] if b.language in PYTHON and b.runs
               and not b.directives]  # the README's program (tests/test_docs_snippets.py)
     assert len(blocks) >= 3
-    code = compile("\n".join(blocks), "README.md", "exec")
+    code = compile("\n".join(blocks), "README.md", "exec", dont_inherit=True)  # no __future__ of this module
     for _ in range(2):  # people paste the quick start twice: it must hold on the store it left
         exec(code, {"__name__": "readme"})
     assert Path("agent-memory.db").exists()  # the quick start's relative sqlite URL, in the cwd

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from mnemostore.core.errors import ValidationError
 from mnemostore.core.filters import F, matches
+from mnemostore.core.kinds import record_type
 from mnemostore.core.query import after, decode_cursor, encode_cursor, parse_order, sort_records
-from mnemostore.core.records import KINDS, record_type
+from mnemostore.core.records import KINDS
 from mnemostore.testing.oracle import json_difference
 from mnemostore.testing.strategies import examples, orderings, records
 

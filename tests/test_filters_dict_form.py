@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from mnemostore.core.errors import ValidationError
 from mnemostore.core.filters import And, Cmp, F, Not, Or, bind, from_dict, matches, to_dict
-from mnemostore.core.records import KINDS, record_type
+from mnemostore.core.kinds import record_type
+from mnemostore.core.records import KINDS
 from mnemostore.testing.strategies import examples, filters, records
 
 

@@ -269,3 +269,30 @@ def test_search_without_vectors_gives_the_same_hits_and_scores(
             assert all(hit.record.embedding is None for hit in without)
             for a, b in zip(without, with_vectors, strict=True):
                 assert a.score == pytest.approx(b.score, rel=1e-5, abs=1e-5)
+
+
+def test_an_application_kinds_table_is_made_by_its_first_write_typed_and_indexed(store: Store) -> None:
+    from mnemostore.testing.specimen import SPECIMEN, registered
+
+    def tables() -> set[str]:
+        with psycopg.connect(conninfo(store), autocommit=True) as conn:
+            rows = conn.execute("SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                "WHERE n.nspname = %s", (store.backend.options.schema_name,)).fetchall()
+        return {name for (name,) in rows}
+
+    with registered():
+        specimens = store.collection(SPECIMEN)
+        assert specimens.count() == 0 and specimens.all() == [] and store.search(SPECIMEN, [1.0, 0.0], 2) == []
+        assert f"mnemo_{SPECIMEN}" not in tables()  # reads make nothing
+        store.embeddings.add(make("embedding", 1, embedding=[0.5, 0.5]))  # the dimension is known first
+        specimens.put([make(SPECIMEN, i, embedding=[1.0, float(i)]) for i in range(4)])
+        made = tables()
+        assert {f"mnemo_{SPECIMEN}", f"mnemo_{SPECIMEN}__created_at_id", f"mnemo_{SPECIMEN}__label_count",
+                f"mnemo_{SPECIMEN}__agent", f"mnemo_{SPECIMEN}__project_id", f"mnemo_{SPECIMEN}_hnsw"} <= made
+        hits = store.search(SPECIMEN, [1.0, 3.0], 1, where=F.label == make(SPECIMEN, 3).label)
+        assert [hit.record.id for hit in hits] == [make(SPECIMEN, 3).id]
+        with psycopg.connect(conninfo(store), autocommit=True) as conn:
+            conn.execute(f'ALTER TABLE "{store.backend.options.schema_name}"."mnemo_{SPECIMEN}" DROP COLUMN flag')
+        with mnemostore.open(store.backend.url.raw) as again, pytest.raises(
+                mnemostore.SchemaMismatch, match="no column for flag"):
+            again.collection(SPECIMEN).count()

@@ -295,3 +295,27 @@ class TestTenancyUnderForcedPolicies(TenancyClauses):
     def store_url(self, postgres_server: PostgresTestServer, owner_role: str) -> str:
         return as_role(postgres_server.url(row_security="force"), owner_role)
 
+
+
+def test_an_application_kinds_table_is_made_with_the_policy_by_a_role_that_may_create_it(
+        postgres_server: PostgresTestServer, admin: Admin, owner_role: str, app_role: str, secured: str) -> None:
+    from mnemostore.testing.specimen import SPECIMEN, registered
+
+    with registered():
+        with mnemostore.open(secured, tenant="a") as store, pytest.raises(
+                BackendError, match=f"no table for the {SPECIMEN} kind yet and this role may not create it"):
+            store.collection(SPECIMEN).add(make(SPECIMEN, 1))
+        url = as_role(postgres_server.url(row_security="on"), owner_role)
+        with mnemostore.open(url, tenant="a") as a, mnemostore.open(url, tenant="b") as b:
+            schema = backend_of(a).options.schema_name
+            assert a.collection(SPECIMEN).count() == 0 and (f"mnemo_{SPECIMEN}", True, False) not in policies(
+                admin, schema)  # a read makes nothing
+            a.collection(SPECIMEN).put([make(SPECIMEN, 1), make(SPECIMEN, 2)])
+            b.collection(SPECIMEN).put([make(SPECIMEN, 1)])
+            assert (f"mnemo_{SPECIMEN}", True, False) in policies(admin, schema)
+            grant = ("GRANT USAGE ON SCHEMA {0} TO {1}; "
+                     "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {0} TO {1}")
+            admin.execute(sql.SQL(grant).format(sql.Identifier(schema), sql.Identifier(app_role)))
+        with raw(as_role(url, app_role)) as conn:
+            conn.execute("SELECT set_config('mnemostore.tenant', 'tenant:b', false)")
+            assert conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table(url, SPECIMEN))).fetchone() == (1,)

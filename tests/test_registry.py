@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.plugin_dists import install_fake_distribution
+from tests.plugin_dists import fake_site, install_fake_distribution
 
 from mnemostore.core.errors import BackendNotInstalled, DuplicateBackend, PluginLoadError, UnknownBackend
 from mnemostore.core.registry import Registry, ensure_driver
@@ -25,13 +25,8 @@ GOOD_BACKEND = """
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Path]:
-    before = list(sys.path)
-    modules_before = set(sys.modules)
-    yield tmp_path
-    sys.path[:] = before
-    for name in set(sys.modules) - modules_before:
-        if name.startswith(("echo_plugin", "broken_plugin", "hook_plugin", "dup_plugin")):
-            del sys.modules[name]
+    with fake_site(tmp_path, "echo_plugin", "broken_plugin", "hook_plugin", "dup_plugin") as root:
+        yield root
 
 
 def test_builtin_backends_are_found_through_entry_points() -> None:

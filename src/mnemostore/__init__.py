@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "Checkpoint": "mnemostore.core.records",
     "Embedding": "mnemostore.core.records",
     "KINDS": "mnemostore.core.records",
+    "register_kind": "mnemostore.core.kinds",
     "F": "mnemostore.core.filters",
     "Backend": "mnemostore.core.protocol",
     "Hit": "mnemostore.core.protocol",
@@ -39,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "BackendNotInstalled": "mnemostore.core.errors",
     "PluginLoadError": "mnemostore.core.errors",
     "DuplicateBackend": "mnemostore.core.errors",
+    "DuplicateKind": "mnemostore.core.errors",
     "StoreNotFound": "mnemostore.core.errors",
     "ValidationError": "mnemostore.core.errors",
     "ReducerError": "mnemostore.core.errors",
@@ -77,6 +79,7 @@ if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --str
     from .core.errors import ChecksumMismatch as ChecksumMismatch
     from .core.errors import ConfigError as ConfigError
     from .core.errors import DuplicateBackend as DuplicateBackend
+    from .core.errors import DuplicateKind as DuplicateKind
     from .core.errors import LockHeld as LockHeld
     from .core.errors import MergeConflict as MergeConflict
     from .core.errors import MigrationError as MigrationError
@@ -95,6 +98,7 @@ if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --str
     from .core.errors import ValidationError as ValidationError
     from .core.filters import F as F
     from .core.hookspecs import hookimpl as hookimpl
+    from .core.kinds import register_kind as register_kind
     from .core.protocol import Backend as Backend
     from .core.protocol import Hit as Hit
     from .core.protocol import OrderKey as OrderKey

@@ -27,7 +27,7 @@ def add_parser(commands: Any) -> None:
 def collect(url: str | None, tenant: str | None = None) -> dict[str, Any]:
     """Open the store and describe it as plain data."""
     from ..core.config import resolve
-    from ..core.records import KINDS
+    from ..core.kinds import kind_names
     from ..core.store import open_config
 
     config = resolve(url, **({"tenant": tenant} if tenant is not None else {}))
@@ -37,7 +37,7 @@ def collect(url: str | None, tenant: str | None = None) -> dict[str, Any]:
             "url": store.backend.url.masked,
             "source": "command line" if config.source == "argument" else config.source,
             "tenant": store.tenant,
-            "counts": {kind: store.collection(kind).count() for kind in KINDS},
+            "counts": {kind: store.collection(kind).count() for kind in kind_names()},
             "dimension": store.params.dimension,
             "metric": store.params.metric,
             "schema_version": schema_version(store.backend),

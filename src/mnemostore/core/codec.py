@@ -18,14 +18,16 @@ import orjson
 
 from .base64text import from_text, to_text
 from .compression import inflate
-from .records import Record, record_type
+from .kinds import record_type, scalar_type
+from .records import Record
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @cache
 def _datetime_fields(cls: type[Record]) -> tuple[str, ...]:
-    return tuple(name for name, t in cls.filterable.items() if t is datetime)
+    """Every datetime field, filterable or not (an application's kind may keep one in its document)."""
+    return tuple(name for name, info in cls.model_fields.items() if scalar_type(info.annotation) is datetime)
 
 
 @cache

@@ -29,6 +29,10 @@ class DuplicateBackend(ConfigError):
     """Two plugins claim the same backend name or URL scheme."""
 
 
+class DuplicateKind(ConfigError):
+    """Two classes (registered in code or by packages' entry points) claim the same record kind name."""
+
+
 class StoreNotFound(ConfigError):
     """A store that was to be read, not created, does not exist (`open(url, create=False)`)."""
 

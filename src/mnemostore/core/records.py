@@ -115,8 +115,14 @@ class Record(BaseModel):
     kind: ClassVar[str]
     filterable: ClassVar[dict[str, type]]
     """Fields a filter or an ordering may name, with the Python type of their values."""
-    incrementable: ClassVar[frozenset[str]]
+    incrementable: ClassVar[frozenset[str]] = frozenset()
     """Numeric fields `update(..., inc=...)` may increment."""
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """Filterable field combinations queried often: a backend with secondary indexes builds one
+    per entry, led by the tenant (every kind also gets `(created_at, id)`, the default order)."""
+    checked_fields: ClassVar[tuple[str, ...]] = ()
+    """Fields whose values `_check_values` proves storable (set by `register_kind` for an
+    application's kind; the built-in kinds' annotations carry their own bounds)."""
 
     id: Identifier = Field(default_factory=new_id)
     tenant_id: Identifier | None = None
@@ -146,6 +152,15 @@ class Record(BaseModel):
         except PydanticValidationError as exc:
             raise convert_validation_error(exc) from None
 
+    @model_validator(mode="after")
+    def _check_values(self) -> Record:
+        """Plain JSON everywhere every engine stores it: no NUL in text, 64-bit integers, finite floats."""
+        for name in self.checked_fields:
+            found = find_json_problem(self.__dict__.get(name), name)
+            if found:
+                raise ValidationError.one(*found)
+        return self
+
     @classmethod
     def derived_updates(cls, changes: dict[str, Any]) -> dict[str, Any]:
         """Fields an update must also set because `changes` set their inputs (none by default)."""
@@ -161,13 +176,14 @@ class Record(BaseModel):
     __hash__ = None  # type: ignore[assignment]
 
 
-_COMMON: dict[str, type] = {
+COMMON_FILTERABLE: dict[str, type] = {
     "id": str,
     "agent": str,
     "project_id": str,
     "created_at": datetime,
     "updated_at": datetime,
 }
+"""The shared fields every kind may filter and order by (`register_kind` adds them to a declaration)."""
 
 
 class Outcome(Record):
@@ -175,9 +191,10 @@ class Outcome(Record):
 
     kind: ClassVar[str] = "outcome"
     filterable: ClassVar[dict[str, type]] = {
-        **_COMMON, "task_type": str, "success": bool, "strategy_used": str, "duration_ms": int,
+        **COMMON_FILTERABLE, "task_type": str, "success": bool, "strategy_used": str, "duration_ms": int,
     }
     incrementable: ClassVar[frozenset[str]] = frozenset()
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("agent",), ("task_type",))
 
     task_type: Text
     task_description: Text = ""
@@ -193,10 +210,11 @@ class Heuristic(Record):
 
     kind: ClassVar[str] = "heuristic"
     filterable: ClassVar[dict[str, type]] = {
-        **_COMMON, "condition": str, "strategy": str, "confidence": float,
+        **COMMON_FILTERABLE, "condition": str, "strategy": str, "confidence": float,
         "occurrence_count": int, "success_count": int, "last_validated": datetime,
     }
     incrementable: ClassVar[frozenset[str]] = frozenset({"occurrence_count", "success_count"})
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("agent",),)
 
     condition: Text
     strategy: Text
@@ -213,9 +231,10 @@ class AntiPattern(Record):
 
     kind: ClassVar[str] = "anti_pattern"
     filterable: ClassVar[dict[str, type]] = {
-        **_COMMON, "pattern": str, "occurrence_count": int, "last_seen": datetime,
+        **COMMON_FILTERABLE, "pattern": str, "occurrence_count": int, "last_seen": datetime,
     }
     incrementable: ClassVar[frozenset[str]] = frozenset({"occurrence_count"})
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("agent",),)
 
     pattern: Text
     why_bad: Text = ""
@@ -229,10 +248,11 @@ class Checkpoint(Record):
 
     kind: ClassVar[str] = "checkpoint"
     filterable: ClassVar[dict[str, type]] = {
-        **_COMMON, "run_id": str, "node_id": str, "sequence": int, "branch_id": str,
+        **COMMON_FILTERABLE, "run_id": str, "node_id": str, "sequence": int, "branch_id": str,
         "state_hash": str,
     }
     incrementable: ClassVar[frozenset[str]] = frozenset()
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("run_id", "sequence", "branch_id"),)
 
     run_id: Identifier
     node_id: Text = ""
@@ -281,9 +301,10 @@ class Embedding(Record):
 
     kind: ClassVar[str] = "embedding"
     filterable: ClassVar[dict[str, type]] = {
-        **_COMMON, "namespace": str, "model": str, "text": str,
+        **COMMON_FILTERABLE, "namespace": str, "model": str, "text": str,
     }
     incrementable: ClassVar[frozenset[str]] = frozenset()
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("namespace",), ("agent",))
 
     namespace: Identifier = "default"
     text: Text = ""
@@ -294,11 +315,5 @@ RECORD_TYPES: dict[str, type[Record]] = {
     cls.kind: cls for cls in (Outcome, Heuristic, AntiPattern, Checkpoint, Embedding)
 }
 KINDS: tuple[str, ...] = tuple(RECORD_TYPES)
+"""The built-in kinds, in their canonical order; `core.kinds` knows every registered kind."""
 
-
-def record_type(kind: str) -> type[Record]:
-    """The model class for a kind name, or a clear error listing the kinds."""
-    try:
-        return RECORD_TYPES[kind]
-    except KeyError:
-        raise ValidationError.one("kind", f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}") from None

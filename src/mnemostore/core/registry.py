@@ -100,6 +100,17 @@ def _check_backend_class(obj: Any, source: str) -> type[Backend]:
     return obj
 
 
+def group_entry_points(group: str) -> list[EntryPoint]:
+    """The entry points of `group`, each once (a distribution seen twice on sys.path is one)."""
+    seen: set[tuple[str, str]] = set()
+    found = []
+    for ep in entry_points(group=group):
+        if (ep.name, ep.value) not in seen:
+            seen.add((ep.name, ep.value))
+            found.append(ep)
+    return found
+
+
 class Registry:
     """The backends known to this process."""
 
@@ -113,11 +124,7 @@ class Registry:
     def _discover(self) -> dict[str, BackendEntry]:
         if self._entries is None:
             entries: dict[str, BackendEntry] = {}
-            seen: set[tuple[str, str]] = set()
-            for ep in entry_points(group=BACKEND_GROUP):
-                if (ep.name, ep.value) in seen:  # the same distribution seen twice on sys.path
-                    continue
-                seen.add((ep.name, ep.value))
+            for ep in group_entry_points(BACKEND_GROUP):
                 dist = ep.dist
                 entry = BackendEntry(
                     name=ep.name,

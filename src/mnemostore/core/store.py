@@ -26,8 +26,9 @@ from .errors import (
     ValidationError,
 )
 from .filters import Expr, walk
+from .kinds import KindRef, record_type
 from .protocol import PARAMS_KEY, Backend, Hit, StoreParams, backend_error
-from .records import AntiPattern, Checkpoint, Embedding, Heuristic, Outcome, Record, record_type, utcnow
+from .records import AntiPattern, Checkpoint, Embedding, Heuristic, Outcome, Record, utcnow
 from .registry import ensure_driver, registry
 from .url import StoreURL
 from .vectors import as_vector
@@ -91,9 +92,13 @@ class Store:
     def params(self) -> StoreParams:
         return self.backend.params
 
-    def collection(self, kind: str) -> Collection[Any]:
-        record_type(kind)
-        return self._collections[kind]
+    def collection(self, kind: KindRef) -> Collection[Any]:
+        """The collection of a kind, given by name or registered class (an application's kind too)."""
+        cls = record_type(kind)
+        found = self._collections.get(cls.kind)
+        if found is None or found.record_cls is not cls:  # new, or its definition was run again
+            found = self._collections[cls.kind] = Collection(self, cls)
+        return found
 
     def require(self, capability: Capability, what: str) -> None:
         if capability not in self._capabilities:
@@ -103,9 +108,9 @@ class Store:
             )
 
     # search ---------------------------------------------------------------------
-    def search(self, kind: str, vector: Any, k: int = 10, *, where: Where = None,
+    def search(self, kind: KindRef, vector: Any, k: int = 10, *, where: Where = None,
                vectors: bool = True) -> list[Hit]:
-        """The k records of `kind` nearest to `vector` that match `where`, best first."""
+        """The k records of `kind` (a name or registered class) nearest to `vector` that match `where`, best first."""
         cls = record_type(kind)
         metric = self.params.metric
         self.require(VECTOR_METRICS[metric], f"{metric} vector search")
@@ -121,7 +126,7 @@ class Store:
             if self.params.dimension is None:
                 return []  # nothing with an embedding was ever written
             as_vector(query, "vector", self.params.dimension)
-        hits: list[Hit] = self._backend_call("search", kind, self.tenant, query, k, bound, vectors)
+        hits: list[Hit] = self._backend_call("search", cls.kind, self.tenant, query, k, bound, vectors)
         return hits
 
     # helpers for collections --------------------------------------------------------

@@ -3,7 +3,7 @@
 Line 1 is a header (format name and version, the store's parameters, the source's masked
 URL, the time of export, the kinds); then one line per record,
 `{"kind": ..., "record": {...}}`, the record as the codec's JSON document with its embedding as
-base64 of float32 little-endian bytes, kinds in `KINDS` order and each kind's records in
+base64 of float32 little-endian bytes, kinds in canonical order (`streams.kind_key`) and each kind's records in
 (tenant, id) order; the last line is a footer with each kind's count and checksum (the same
 checksum `copy` reports). An archive is written to `NAME.partial` and renamed when complete.
 
@@ -32,12 +32,13 @@ import orjson
 from ..core.base64text import from_text, to_text
 from ..core.codec import json_default, parse_fields
 from ..core.errors import MigrationError, ValidationError
+from ..core.kinds import record_type
 from ..core.protocol import StoreParams
-from ..core.records import KINDS, Record, record_type
+from ..core.records import Record
 from .copying import CopyReport, KindReport, check_batch_size, verify
 from .destination import Destination, Origin, opened
 from .progress import Progress, Silent
-from .streams import Digest, batches, chosen_kinds, digest_kind, kind_count, tenant_key
+from .streams import Digest, batches, chosen_kinds, digest_kind, kind_count, kind_key, tenant_key
 
 if TYPE_CHECKING:
     from ..core.store import Store
@@ -200,7 +201,7 @@ class _Reader:
         except (KeyError, TypeError, MigrationError) as exc:
             raise self.fail(1, f"the header is malformed ({exc})") from None
         digests = {kind: Digest() for kind in kinds}
-        last: tuple[int, tuple[bool, str], str] | None = None
+        last: tuple[tuple[int, str], tuple[bool, str], str] | None = None
         footer: Any = None
         for number, line in enumerate(lines, start=2):
             if footer is not None:
@@ -210,7 +211,7 @@ class _Reader:
                 footer = item["footer"]
                 continue
             kind, record = self._record(item, number, kinds, params)
-            here = (KINDS.index(kind), tenant_key(record.tenant_id), record.id)
+            here = (kind_key(kind), tenant_key(record.tenant_id), record.id)
             if last is not None and here <= last:
                 raise self.fail(number, f"{kind} {record.id!r} is out of order (records go by kind, tenant, id)")
             last = here

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ConfigError, MigrationError
-from ..core.records import KINDS
 from .destination import Destination, Origin, opened, same_store
 from .progress import Progress, Silent
 from .streams import Digest, Position, batches, chosen_kinds, digest_kind, kind_count
@@ -121,7 +120,7 @@ def copy(source: str | Store, destination: str | Store, *, kinds: Sequence[str] 
 
 def _copy_kind(src: Store, target: Destination, kind: str, batch_size: int, progress: Progress) -> KindReport:
     position = target.position
-    skipped = position is not None and KINDS.index(kind) < KINDS.index(position.kind)
+    skipped = position is not None and position.finished(kind)
     start: Position | None = position if position is not None and position.kind == kind else None
     digest: Digest | None = Digest() if not skipped and start is None else None
     copied = 0

@@ -18,6 +18,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.errors import ConfigError
+from ..core.kinds import is_kind, kind_names
 from ..core.records import KINDS, Record
 
 if TYPE_CHECKING:
@@ -170,9 +171,10 @@ class RecordMigration(Migration):
     def __post_init__(self) -> None:
         object.__setattr__(self, "layer", "records")
         object.__setattr__(self, "kinds", tuple(self.kinds))
-        unknown = [kind for kind in self.kinds if kind not in KINDS]
+        unknown = [kind for kind in self.kinds if not is_kind(kind)]
         if unknown or not self.kinds:
-            raise ConfigError(f"record migration {self.id!r}: unknown kinds {unknown}; known: {', '.join(KINDS)}")
+            raise ConfigError(
+                f"record migration {self.id!r}: unknown kinds {unknown}; known: {', '.join(kind_names())}")
         if self.change is None:
             raise ConfigError(f"record migration {self.id!r} needs a change function")
         if type(self.batch_size) is not int or self.batch_size < 1:

@@ -47,7 +47,7 @@ def run_records(backend: Backend, migration: RecordMigration, direction: Directi
         start = None  # the migration's kinds were edited since: start again (its change is idempotent)
     changed_count = 0
     for kind in chosen_kinds(migration.kinds):
-        if start is not None and KINDS.index(kind) < KINDS.index(start.kind):
+        if start is not None and start.finished(kind):
             continue
         progress.begin(f"{migration.id} {kind}", kind_count(backend, kind))
         for tenant, page in batches(backend, kind, migration.batch_size, start):

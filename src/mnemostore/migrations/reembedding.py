@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ConfigError, MigrationError, ValidationError
 from ..core.protocol import StoreParams
-from ..core.records import KINDS, Record
+from ..core.records import Record
 from ..core.vectors import as_vector
 from .copying import CopyReport, KindReport, check_batch_size, verify
 from .destination import Destination, Origin, opened, same_store
@@ -87,7 +87,7 @@ class _Job:
     def run_kind(self, src: Store, target: Destination, kind: str, batch_size: int,
                  progress: Progress) -> KindReport:
         position = target.position
-        skipped = position is not None and KINDS.index(kind) < KINDS.index(position.kind)
+        skipped = position is not None and position.finished(kind)
         start: Position | None = position if position is not None and position.kind == kind else None
         written = 0
         began = time.perf_counter()

@@ -19,6 +19,7 @@ import orjson
 from ..core.codec import binary_fields, dumps_fields
 from ..core.errors import MigrationError, UnsupportedCapability
 from ..core.filters import F
+from ..core.kinds import is_kind, kind_names
 from ..core.protocol import ID_ORDER
 from ..core.records import KINDS, Record
 
@@ -35,19 +36,24 @@ def tenant_key(tenant: str | None) -> tuple[bool, str]:
     return (tenant is not None, tenant or "")
 
 
+def kind_key(kind: str) -> tuple[int, str]:
+    """The canonical order of kinds: the built-in ones in `KINDS` order, then the others by name."""
+    return (KINDS.index(kind), "") if kind in KINDS else (len(KINDS), kind)
+
+
 def chosen_kinds(kinds: Sequence[str] | None) -> tuple[str, ...]:
-    """`kinds` in the canonical order of `KINDS` (all of them for None); unknown names refused."""
+    """`kinds` in the canonical order (every known kind for None); unknown names refused."""
     if kinds is None:
-        return KINDS
-    unknown = [kind for kind in kinds if kind not in KINDS]
+        return kind_names()
+    unknown = [kind for kind in kinds if not is_kind(kind)]
     if unknown:
-        raise MigrationError(f"unknown record kind(s): {', '.join(unknown)}; choose from {', '.join(KINDS)}")
-    return tuple(kind for kind in KINDS if kind in kinds)
+        raise MigrationError(f"unknown record kind(s): {', '.join(unknown)}; choose from {', '.join(kind_names())}")
+    return tuple(sorted(set(kinds), key=kind_key))
 
 
 @dataclass(frozen=True)
 class Position:
-    """The last record written: streams resume after it (kinds in `KINDS` order)."""
+    """The last record written: streams resume after it (kinds in `kind_key` order)."""
 
     kind: str
     tenant: str | None
@@ -58,15 +64,20 @@ class Position:
 
     @classmethod
     def from_json(cls, value: Any) -> Position | None:
-        if not isinstance(value, dict) or value.get("kind") not in KINDS or not isinstance(value.get("after"), str):
+        if (not isinstance(value, dict) or not isinstance(value.get("kind"), str) or not is_kind(value["kind"])
+                or not isinstance(value.get("after"), str)):
             return None
         tenant = value.get("tenant")
         return cls(value["kind"], tenant if isinstance(tenant, str) else None, value["after"])
 
     def passed(self, kind: str, tenant: str | None, id: str) -> bool:
         """Whether the record (kind, tenant, id) comes at or before this position."""
-        mine = (KINDS.index(self.kind), tenant_key(self.tenant), self.after)
-        return (KINDS.index(kind), tenant_key(tenant), id) <= mine
+        mine = (kind_key(self.kind), tenant_key(self.tenant), self.after)
+        return (kind_key(kind), tenant_key(tenant), id) <= mine
+
+    def finished(self, kind: str) -> bool:
+        """Whether every record of `kind` comes before this position (the kind was done)."""
+        return kind_key(kind) < kind_key(self.kind)
 
 
 def all_tenants(backend: Backend, kind: str) -> list[str | None]:

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.records import record_type
+from ..core.kinds import record_type
+from .specimen import SPECIMEN
 
 BASE_TIME = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -17,6 +18,7 @@ OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
     "anti_pattern": ("agent", "project_id", "last_seen", "embedding"),
     "checkpoint": ("agent", "project_id", "embedding"),
     "embedding": ("agent", "project_id", "embedding"),
+    SPECIMEN: ("agent", "project_id", "score", "due", "seen_at", "blob", "embedding"),
 }
 """Fields of each kind that may hold None."""
 
@@ -26,6 +28,7 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "anti_pattern": ("pattern", "why_bad", "better_alternative"),
     "checkpoint": ("node_id",),
     "embedding": ("text", "model"),
+    SPECIMEN: ("label",),
 }
 """Free-text fields of each kind (besides the shared `agent` and `project_id`)."""
 
@@ -35,6 +38,7 @@ DATETIME_FIELDS: dict[str, tuple[str, ...]] = {
     "anti_pattern": ("created_at", "updated_at", "last_seen"),
     "checkpoint": ("created_at", "updated_at"),
     "embedding": ("created_at", "updated_at"),
+    SPECIMEN: ("created_at", "updated_at", "due", "seen_at"),
 }
 
 AWKWARD_TEXT: tuple[str, ...] = (
@@ -80,6 +84,11 @@ def fields(kind: str, i: int = 0, **overrides: Any) -> dict[str, Any]:
                     "state": {"step": i, "messages": [f"m{j}" for j in range(i % 4)]}}
     elif kind == "embedding":
         specific = {"namespace": ("docs", "code")[i % 2], "text": f"text {i}", "model": "test-model"}
+    elif kind == SPECIMEN:
+        specific = {"label": ("red", "green", "blue")[i % 3], "count": (i * 3) % 7,
+                    "score": None if i % 4 == 0 else i / 4, "flag": i % 2 == 0,
+                    "due": None if i % 3 == 0 else BASE_TIME + timedelta(hours=i), "notes": [f"note {i}"] * (i % 3),
+                    "seen_at": offset_time(i), "blob": None if i % 2 else bytes(range(i % 256, 256))}
     else:
         raise ValueError(f"unknown kind {kind!r}")
     return {**common, **specific, **overrides}

@@ -17,8 +17,9 @@ import numpy as np
 
 from ..core.collection import OrderBy, Where, bind_where
 from ..core.filters import matches
+from ..core.kinds import record_type
 from ..core.query import parse_order, sort_records
-from ..core.records import Record, record_type
+from ..core.records import Record
 from ..core.store import Store
 from ..core.store import open as open_store
 

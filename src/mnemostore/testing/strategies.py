@@ -14,9 +14,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from ..core.filters import RANGE_OPS, And, Cmp, Expr, Not, Or
+from ..core.kinds import record_type
 from ..core.protocol import OrderKey
-from ..core.records import Record, record_type
+from ..core.records import Record
 from .factories import BASE_TIME
+from .specimen import SPECIMEN
 
 SUITE_SETTINGS = settings(
     deadline=None,
@@ -74,6 +76,9 @@ def _kind_fields(kind: str) -> dict[str, st.SearchStrategy[Any]]:
                 "state": st.sampled_from(({}, {"x": 1}, {"x": [1, 2]}))}
     if kind == "embedding":
         return {"namespace": st.sampled_from(("default", "docs", "é")), "text": _text, "model": _text}
+    if kind == SPECIMEN:
+        return {"label": _text, "count": st.sampled_from(COUNTS), "score": st.none() | st.sampled_from(NUMBERS),
+                "flag": st.booleans(), "due": st.none() | _instant}
     raise ValueError(f"unknown kind {kind!r}")
 
 

@@ -25,6 +25,7 @@ from .clauses.fidelity import FidelityClauses
 from .clauses.filters import FilterClauses
 from .clauses.fuzzing import FuzzClauses
 from .clauses.isolation import IsolationClauses
+from .clauses.kinds import KindClauses
 from .clauses.merges import MergeClauses
 from .clauses.migrations import MigrationClauses
 from .clauses.ordering import OrderingClauses
@@ -56,6 +57,7 @@ class ConformanceSuite(
     EdgeClauses,
     FuzzClauses,
     MigrationClauses,
+    KindClauses,
 ):
     """Every clause of the suite. Subclass it and provide `store_url`."""
 

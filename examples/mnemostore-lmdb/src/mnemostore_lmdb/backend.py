@@ -1,4 +1,5 @@
-"""`LMDBBackend`: records in an LMDB environment, one named database per kind.
+"""`LMDBBackend`: records in an LMDB environment, one named database per kind (opened on first use,
+so a kind an application registers needs no code here).
 
 A record is stored under `tenant NUL id` as its JSON document and its float32 vector
 (`mnemostore.core.codec`). LMDB gives every write transaction to one writer at a time,
@@ -27,12 +28,16 @@ from mnemostore.core import codec
 from mnemostore.core.filters import Expr, matches
 from mnemostore.core.protocol import apply_update, link_parent
 from mnemostore.core.query import parent_ref, sort_records
-from mnemostore.core.records import KINDS, Checkpoint
+from mnemostore.core.records import Checkpoint
 from mnemostore.core.vectorsearch import scores, top_k
 from mnemostore.migrations import FileLock, MigrationLock
 
 _LENGTH = struct.Struct("<I")
 MIGRATE_LOCK = "migrate.lock"
+MAX_KINDS = 127
+"""Named databases an environment holds (one per kind, plus "meta"); LMDB fixes the number at open."""
+_OPENING = threading.Lock()
+"""LMDB opens named databases one at a time per process."""
 
 
 class _Environments:
@@ -47,7 +52,7 @@ class _Environments:
         with self._lock:
             env, users = self._open.get(key, (None, 0))
             if env is None:
-                env = lmdb.open(key[1], map_size=options.map_size, max_dbs=len(KINDS) + 1,
+                env = lmdb.open(key[1], map_size=options.map_size, max_dbs=MAX_KINDS + 1,
                                 sync=options.sync, metasync=options.sync)
             self._open[key] = (env, users + 1)
             return env
@@ -135,7 +140,7 @@ class LMDBBackend(Backend):
             self._env = _ENVIRONMENTS.acquire(self.directory, options)
         except (OSError, lmdb.Error) as exc:
             raise ConfigError(f"cannot open the LMDB store at {self.directory}: {exc}") from None
-        self._dbs = {name: self._env.open_db(name.encode()) for name in (*KINDS, "meta")}
+        self._dbs: dict[str, Any] = {}
 
     def close(self) -> None:
         if self._env is not None:
@@ -151,6 +156,14 @@ class LMDBBackend(Backend):
         with suppress(OSError):
             directory.rmdir()
 
+    def _db(self, name: str) -> Any:
+        """The named database of a kind (or "meta"), created the first time it is asked for."""
+        found = self._dbs.get(name)
+        if found is None:
+            with _OPENING, self.env.begin(write=True) as txn:  # waits for the writer without holding the GIL
+                found = self._dbs[name] = self.env.open_db(name.encode(), txn=txn)
+        return found
+
     @property
     def env(self) -> lmdb.Environment:
         if self._env is None:
@@ -159,12 +172,12 @@ class LMDBBackend(Backend):
 
     # meta and migrations -------------------------------------------------------------
     def read_meta(self, key: str) -> Any:
-        with self.env.begin(db=self._dbs["meta"]) as txn:
+        with self.env.begin(db=self._db("meta")) as txn:
             value = txn.get(key.encode())
         return None if value is None else orjson.loads(value)
 
     def write_meta(self, key: str, value: Any) -> None:
-        with self.env.begin(db=self._dbs["meta"], write=True) as txn:
+        with self.env.begin(db=self._db("meta"), write=True) as txn:
             txn.put(key.encode(), orjson.dumps(value))
 
     def migration_lock(self) -> MigrationLock:
@@ -172,7 +185,7 @@ class LMDBBackend(Backend):
 
     def tenants(self, kind: str) -> list[str | None]:
         found: list[str | None] = []
-        with self.env.begin(db=self._dbs[kind]) as txn:
+        with self.env.begin(db=self._db(kind)) as txn:
             cursor = txn.cursor()
             more = cursor.first()
             while more:  # one record per tenant, then jump past that tenant's key range
@@ -184,7 +197,7 @@ class LMDBBackend(Backend):
     # records ----------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
         rows = [(_key(r.tenant_id, r.id), _pack(r)) for r in records]
-        with self.env.begin(db=self._dbs[kind], write=True) as txn:
+        with self.env.begin(db=self._db(kind), write=True) as txn:
             for key, value in rows:
                 txn.put(key, value)
 
@@ -202,21 +215,21 @@ class LMDBBackend(Backend):
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
               limit: int | None, vectors: bool = True) -> list[Record]:
-        with self.env.begin(db=self._dbs[kind]) as txn:
+        with self.env.begin(db=self._db(kind)) as txn:
             found = sort_records(list(self._scan(txn, kind, tenant, where)), order)
         return found if limit is None else found[:limit]
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
-        with self.env.begin(db=self._dbs[kind]) as txn:
+        with self.env.begin(db=self._db(kind)) as txn:
             values = [txn.get(_key(tenant, id)) for id in dict.fromkeys(ids)]
         return [_unpack(kind, value) for value in values if value is not None]
 
     def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        with self.env.begin(db=self._dbs[kind]) as txn:
+        with self.env.begin(db=self._db(kind)) as txn:
             return sum(1 for _ in self._scan(txn, kind, tenant, where))
 
     def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        with self.env.begin(db=self._dbs[kind], write=True) as txn:
+        with self.env.begin(db=self._db(kind), write=True) as txn:
             doomed = [record.id for record in self._scan(txn, kind, tenant, where)]
             for id in doomed:
                 txn.delete(_key(tenant, id))
@@ -225,7 +238,7 @@ class LMDBBackend(Backend):
     def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                inc: Mapping[str, int | float]) -> Record | None:
         key = _key(tenant, id)
-        with self.env.begin(db=self._dbs[kind], write=True) as txn:  # the one writer: read-modify-write is atomic
+        with self.env.begin(db=self._db(kind), write=True) as txn:  # the one writer: read-modify-write is atomic
             value = txn.get(key)
             if value is None:
                 return None
@@ -236,7 +249,7 @@ class LMDBBackend(Backend):
     def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         """Look the parent up and write the child in one write transaction (LMDB has one writer at a
         time): racing saves form one chain."""
-        with self.env.begin(db=self._dbs["checkpoint"], write=True) as txn:
+        with self.env.begin(db=self._db("checkpoint"), write=True) as txn:
             linked = link_parent(record, parent_ref(list(self._scan(txn, "checkpoint", record.tenant_id, latest)),
                                                     order))
             txn.put(_key(linked.tenant_id, linked.id), _pack(linked))
@@ -244,7 +257,7 @@ class LMDBBackend(Backend):
 
     def search(self, kind: str, tenant: str | None, vector: Any, k: int, where: Expr | None,
                vectors: bool = True) -> list[Hit]:
-        with self.env.begin(db=self._dbs[kind]) as txn:
+        with self.env.begin(db=self._db(kind)) as txn:
             candidates = [r for r in self._scan(txn, kind, tenant, where) if r.embedding is not None]
         if not candidates:
             return []

@@ -39,8 +39,9 @@ from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, MnemostoreError, SchemaMismatch
 from ...core.filters import And, Cmp, Expr, matches
+from ...core.kinds import record_type
 from ...core.protocol import Backend, Hit, OrderKey, apply_update
-from ...core.records import KINDS, Record, record_type
+from ...core.records import Record
 from ...core.vectors import Vector
 from ...core.vectorsearch import scores
 from ...migrations.locking import FileLock, MigrationLock
@@ -168,8 +169,8 @@ class ChromaBackend(Backend):
             release(self._client_key)
 
     def drop(self) -> None:
-        """Delete the store's collections (every registered kind and tenant's, with and without
-        vectors, then the meta collection) and, embedded, its migration lock file."""
+        """Delete the store's collections (every kind and tenant in its registry, an application's kind
+        too, with and without vectors, then the meta collection) and, embedded, its migration lock file."""
         from chromadb.errors import NotFoundError
 
         self.open()
@@ -179,8 +180,7 @@ class ChromaBackend(Backend):
             with self._errors("dropping the store"):
                 if not self._registry.complete():
                     self._registry.adopt(self._listed_tenants())
-                registered = self._registry.tenants
-                names = [self.collection_name(kind, tenant) for kind in KINDS for tenant in registered(kind)]
+                names = [self.collection_name(kind, tenant) for kind, tenant in self._registry.entries()]
                 for name in [*names, *(name + "-novec" for name in names), self.options.prefix + "meta"]:
                     with suppress(NotFoundError):
                         client.delete_collection(name)
@@ -255,7 +255,7 @@ class ChromaBackend(Backend):
             for collection in page:
                 labels = collection.metadata or {}
                 kind = labels.get("kind")
-                if labels.get("mnemostore") != "records" or not isinstance(kind, str) or kind not in KINDS:
+                if labels.get("mnemostore") != "records" or not isinstance(kind, str):
                     continue
                 tenant = None if collection.name == self.collection_name(kind, None) else labels.get("tenant")
                 if tenant is not None and collection.name != self.collection_name(kind, str(tenant)):

@@ -73,10 +73,17 @@ class TenantRegistry:
 
     def tenants(self, kind: str) -> list[str | None]:
         """The registered tenants of `kind` (None: the default tenant), in one read."""
-        found = self.meta.get(where=cast(Any, {"$and": [{"registry": LABEL}, {"kind": kind}]}),
-                              include=cast(Any, ["metadatas"]))
-        tenants = [str((labels or {}).get("tenant", "")) or None for labels in found["metadatas"] or []]
-        return sorted(set(tenants), key=lambda tenant: (tenant is not None, tenant or ""))
+        return sorted({tenant for _, tenant in self._rows({"$and": [{"registry": LABEL}, {"kind": kind}]})},
+                      key=lambda tenant: (tenant is not None, tenant or ""))
+
+    def entries(self) -> list[tuple[str, str | None]]:
+        """Every registered (kind, tenant), whatever the kind (one this process has not registered too)."""
+        return self._rows({"registry": LABEL})
+
+    def _rows(self, where: dict[str, Any]) -> list[tuple[str, str | None]]:
+        found = self.meta.get(where=cast(Any, where), include=cast(Any, ["metadatas"]))
+        return [(str(labels.get("kind", "")), str(labels.get("tenant", "")) or None)
+                for labels in (found["metadatas"] or []) if labels]
 
     def _mark(self) -> None:
         self._write_meta(MARKER_KEY, {"format": 1})

@@ -34,10 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, ConfigError, SchemaMismatch, StoreClosed
 from ...core.filters import Expr, matches
+from ...core.kinds import kind_names, record_type
 from ...core.private_files import make_directories
 from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
 from ...core.query import parent_ref, sort_records
-from ...core.records import KINDS, Checkpoint, Record, record_type
+from ...core.records import Checkpoint, Record
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...core.vectorsearch import prepare_query, scores, top_k
@@ -365,7 +366,7 @@ class FileBackend(Backend):
         """
         if kind is not None:
             record_type(kind)
-        kinds = [kind] if kind is not None else list(KINDS)
+        kinds = [kind] if kind is not None else list(kind_names())
         result: dict[str, tuple[int, int]] = {}
         for name in kinds:
             with self._writing(name) as state:

@@ -26,12 +26,13 @@ from ...core.errors import (
     ConfigError,
     MigrationError,
     MnemostoreError,
+    SchemaMismatch,
     UnsupportedCapability,
     ValidationError,
 )
 from ...core.filters import Expr, expression_key
 from ...core.protocol import Backend, Hit, OrderKey, link_parent
-from ...core.records import Checkpoint, Record
+from ...core.records import KINDS, Checkpoint, Record
 from ...core.vectors import Vector
 from ...migrations.ledger import LEDGER_KEY
 from ...migrations.model import LayoutMigration
@@ -99,6 +100,8 @@ class PostgresBackend(Backend):
         self._names: Names | None = None
         self._vector_oid = 0
         self._vectors_ready: int | None = None
+        self._kind_tables: set[str] = set()
+        """Tables of applications' kinds seen to exist (a built-in kind's is the layout history's)."""
         self._row_security_active: bool | None = None
         """Whether the tenant policies apply to this role (None: not looked up yet)."""
         self._facts: dict[str, Any] = {}
@@ -411,6 +414,54 @@ class PostgresBackend(Backend):
     def _layout(self, kind: str) -> KindLayout:
         return layout(kind, self.options.table_prefix)
 
+    def _readable(self, kind: str) -> KindLayout | None:
+        """The kind's layout, or None for an application's kind whose table does not exist yet (it is
+        made by its first write: a read creates nothing). A table missing a column of the kind's
+        declaration (a filterable field added since) is refused."""
+        kind_layout = self._layout(kind)
+        if kind in KINDS or kind_layout.table in self._kind_tables:
+            return kind_layout
+        qualified = self._table(kind_layout)
+        with self._errors(f"looking up the {kind} table"), self._connection() as conn:
+            columns = {str(name) for (name,) in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+                "AND NOT attisdropped", (qualified.as_string(conn),)).fetchall()}
+        if not columns:
+            return None
+        missing = sorted(set(kind_layout.write_columns) - columns)
+        if missing:
+            raise SchemaMismatch(
+                f"this store's {kind} table has no column for {', '.join(missing)}: the kind's declaration gained "
+                "filterable fields since its table was created, and migrating a stored kind to new filterable "
+                "fields is not supported yet")
+        self._kind_tables.add(kind_layout.table)
+        return kind_layout
+
+    def _writable(self, kind: str) -> KindLayout:
+        """The kind's layout, its table created first if it is an application's kind's first write."""
+        found = self._readable(kind)
+        if found is not None:
+            return found
+        from . import row_security, schema
+
+        kind_layout = self._layout(kind)
+        mode = self.options.row_security
+        policies = ([] if mode == "off" else
+                    row_security.policy_statements(self.names, [kind_layout.table], force=mode == "force"))
+        import psycopg
+
+        with self._errors(f"creating the {kind} table"), self._connection() as conn:
+            try:
+                schema.create_kind(conn, self.names, kind_layout, policies)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise BackendError(
+                    f"this store has no table for the {kind} kind yet and this role may not create it "
+                    f"({self._scrub(exc)}); write the first {kind} record as a role that may (the schema's "
+                    "owner), then grant the table to this one") from exc
+        self._kind_tables.add(kind_layout.table)
+        self._vectors_ready = None  # its embedding column is typed (and indexed) by the next `_ensure_vectors`
+        return kind_layout
+
     def _table(self, kind_layout: KindLayout) -> sql.Identifier:
         return self.names.table(kind_layout.table)
 
@@ -527,6 +578,7 @@ class PostgresBackend(Backend):
         step = migration.step(direction)
         self._vectors_ready = None  # tables may have been recreated: check their vector type
         self._row_security_active = None  # and their policies again
+        self._kind_tables.clear()
         if callable(step):
             step(self)
             self.write_meta(LEDGER_KEY, dict(ledger))
@@ -570,7 +622,10 @@ class PostgresBackend(Backend):
     def tenants(self, kind: str) -> list[str | None]:
         from psycopg import sql
 
-        statement = sql.SQL("SELECT DISTINCT tenant FROM {} ORDER BY tenant").format(self._table(self._layout(kind)))
+        kind_layout = self._readable(kind)
+        if kind_layout is None:
+            return []
+        statement = sql.SQL("SELECT DISTINCT tenant FROM {} ORDER BY tenant").format(self._table(kind_layout))
         with self._errors(f"listing the tenants of {kind} records"), self._connection() as conn:
             if self._ensure_row_security(conn) and self._row_security_active:
                 raise UnsupportedCapability(
@@ -591,8 +646,8 @@ class PostgresBackend(Backend):
         """Upsert `records`, or with `keep_existing` insert only those not stored (ON CONFLICT DO NOTHING)."""
         if not records:
             return
+        kind_layout = self._writable(kind)
         self._ensure_vectors()
-        kind_layout = self._layout(kind)
         rows = [kind_layout.encode(record) for record in records]
         with self._errors(f"writing {len(rows)} {kind} records"), self._connection() as conn:
             if not self._ensure_row_security(conn):
@@ -751,7 +806,9 @@ class PostgresBackend(Backend):
         import psycopg
         from psycopg import sql
 
-        kind_layout = self._layout(kind)
+        kind_layout = self._readable(kind)
+        if kind_layout is None:
+            return None
         if "embedding" in set and set["embedding"] is not None:
             self._ensure_vectors()
         assignments: list[sql.Composable] = []
@@ -831,7 +888,9 @@ class PostgresBackend(Backend):
         `tail_key` and filter shape, see `_statement`)."""
         from psycopg import sql
 
-        kind_layout = self._layout(kind)
+        kind_layout = self._readable(kind)
+        if kind_layout is None:
+            return []
         condition, condition_params = self._condition(kind_layout, where)
 
         def build() -> sql.Composable:
@@ -867,7 +926,9 @@ class PostgresBackend(Backend):
 
         from .sql_filters import order_by
 
-        kind_layout = self._layout(kind)
+        kind_layout = self._readable(kind)
+        if kind_layout is None:
+            return []
         if any(name != "id" and name not in kind_layout.types for name in fields):
             return super().query_values(kind, tenant, where, order, limit, fields)
         condition, condition_params = self._condition(kind_layout, where)
@@ -903,7 +964,9 @@ class PostgresBackend(Backend):
     def _count_or_delete(self, template: str, kind: str, tenant: str | None, where: Expr | None) -> int:
         from psycopg import sql
 
-        kind_layout = self._layout(kind)
+        kind_layout = self._readable(kind)
+        if kind_layout is None:
+            return 0
         condition, condition_params = self._condition(kind_layout, where)
         statement = self._statement((template, kind, condition), lambda: sql.SQL(template).format(
             self._table(kind_layout), sql.SQL(condition.decode())))
@@ -920,6 +983,8 @@ class PostgresBackend(Backend):
     # vector search ---------------------------------------------------------------------
     def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
                vectors: bool = True) -> list[Hit]:
+        if self._readable(kind) is None:
+            return []
         self._ensure_vectors()
         metric = self.params.metric
         exact = self.options.index == "exact"

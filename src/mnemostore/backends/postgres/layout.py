@@ -29,9 +29,10 @@ from typing import Any, get_args
 
 import orjson
 
-from ...core.codec import binary_fields, fill_binary, instant_micros, trusted_record
+from ...core.codec import binary_fields, fill_binary, instant_micros, parse_fields, trusted_record
 from ...core.compression import deflate, inflate, pack_payload, unpack_payload
-from ...core.records import Record, record_type
+from ...core.kinds import record_type, scalar_type
+from ...core.records import KINDS, Record
 
 _EPOCH = datetime(1970, 1, 1)
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
@@ -45,6 +46,10 @@ COLUMN_TYPES: dict[type, str] = {
     datetime: "bigint",
 }
 NO_TENANT = ""
+SCOPE_PREFIX = 64
+"""Layout 2 indexes (tenant, left(column, 64)) for the scope columns (unbounded text would not
+fit a btree key); an equality filter on one also compares that prefix, so it can use it."""
+SCOPE_COLUMNS = frozenset({"agent", "project_id"})
 COMPRESS_AT = 2048
 """Documents this large or larger are stored compressed (about where TOAST would start)."""
 LIST_COLUMNS: dict[str, tuple[str, ...]] = {"checkpoint": ("parent_ids",)}
@@ -99,6 +104,17 @@ class KindLayout:
     binary: tuple[str, ...] = ()
     """Bytes fields, in bytea columns of their own (`pack_payload`); NULL there: None, or (from
     before layout 5) base64 text in the document."""
+    indexes: tuple[tuple[str, ...], ...] = ()
+    """The kind's declared indexes, built with an application's kind's table (`schema.create_kind`);
+    a built-in kind's indexes are the layout history's."""
+    doc_datetimes: bool = False
+    """Whether a datetime field lives in the document (an application's kind may keep one there)."""
+
+    @cached_property
+    def prefixed(self) -> frozenset[str]:
+        """Text columns indexed by their first `SCOPE_PREFIX` characters (unbounded text would not
+        fit a btree key): an equality filter on one also compares that prefix, to use the index."""
+        return SCOPE_COLUMNS | {name for index in self.indexes for name in index if self.types.get(name) is str}
 
     @cached_property
     def datetimes(self) -> tuple[str, ...]:
@@ -174,6 +190,8 @@ class KindLayout:
         """Rebuild a record from a row read in `data_columns` order."""
         doc_index = len(self.data_columns) - 1
         data = decode_doc(row[doc_index])
+        if self.doc_datetimes:
+            parse_fields(self.cls, data)
         for index, name in enumerate(self.lists, doc_index - len(self.binary) - len(self.lists)):
             if row[index] is not None:
                 data[name] = row[index]
@@ -198,13 +216,20 @@ def decode_doc(doc: bytes) -> dict[str, Any]:
     return data
 
 
-@cache
 def layout(kind: str, prefix: str) -> KindLayout:
-    cls = record_type(kind)
+    """The row layout of a kind, from its declaration (`core.kinds`)."""
+    return _layout(record_type(kind), prefix)
+
+
+@cache
+def _layout(cls: type[Record], prefix: str) -> KindLayout:
+    kind = cls.kind
     fields = tuple(name for name in cls.filterable if name != "id")
     lists = LIST_COLUMNS.get(kind, ())
     binary = binary_fields(cls)
     doc_fields = (frozenset(cls.model_fields) - set(fields) - set(lists) - set(binary)
                   - {"id", "tenant_id", "embedding"})
     nullable = frozenset(name for name in fields if NoneType in get_args(cls.model_fields[name].annotation))
-    return KindLayout(kind, cls, prefix + kind, fields, dict(cls.filterable), doc_fields, nullable, lists, binary)
+    return KindLayout(kind, cls, prefix + kind, fields, dict(cls.filterable), doc_fields, nullable, lists, binary,
+                      () if kind in KINDS else cls.indexes,
+                      any(scalar_type(cls.model_fields[name].annotation) is datetime for name in doc_fields))

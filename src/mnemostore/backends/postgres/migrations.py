@@ -98,7 +98,7 @@ _SCOPE_INDEXES = LayoutMigration(
     description="btree indexes on (tenant, agent) and (tenant, project_id) prefixes on every kind, built "
                 "CONCURRENTLY so writers are not blocked on a live store",
     # A btree key must fit in a third of a page and agent/project_id are unbounded text, so
-    # the key is the first 64 characters (`sql_filters.SCOPE_PREFIX`); filters on these
+    # the key is the first 64 characters (`layout.SCOPE_PREFIX`); filters on these
     # columns also compare that prefix, which lets the planner use the index.
     # CREATE INDEX CONCURRENTLY cannot run in a transaction: each statement commits on its
     # own and the ledger is written after the last. Dropping first makes a retry after a

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...core.errors import BackendError
+from ...core.records import KINDS
 from .layout import tenant_key
 from .schema import Names, quote_ident
 
@@ -40,12 +41,13 @@ def setting_value(tenant: str | None) -> str:
 
 
 def row_security_sql(schema: str = "public", table_prefix: str = "mnemo_", *, force: bool = False) -> list[str]:
-    """The statements that put the tenant policy on a store's kind tables (run by their owner).
+    """The statements that put the tenant policy on a store's built-in kind tables (run by their owner;
+    an application's kind's table gets it from mnemostore as it is created, with row_security on).
 
     Idempotent. `force` subjects the owner too (`FORCE ROW LEVEL SECURITY`); the meta table
     holds no tenant's data and gets no policy."""
     names = Names(schema, table_prefix)
-    return policy_statements(names, [kind.table for kind in names.layouts()], force=force)
+    return policy_statements(names, [names.prefix + kind for kind in KINDS], force=force)
 
 
 def policy_statements(names: Names, tables: list[str], *, force: bool) -> list[str]:

@@ -12,14 +12,15 @@ metric. An index over rows that already exist is built `CONCURRENTLY`, outside a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
 from ...core.errors import BackendError, MigrationError, SchemaMismatch, StoreTooNew
-from ...core.records import KINDS
-from .layout import KindLayout, layout
+from ...core.kinds import kind_names
+from .layout import COLUMN_TYPES, SCOPE_COLUMNS, SCOPE_PREFIX, KindLayout, layout, offset_column
 
 OPCLASSES = {"cosine": "vector_cosine_ops", "dot": "vector_ip_ops", "l2": "vector_l2_ops"}
 LAYOUT_VERSION_KEY = "layout_version"
@@ -50,7 +51,8 @@ class Names:
         return self.table(self.prefix + "meta")
 
     def layouts(self) -> list[KindLayout]:
-        return [layout(kind, self.prefix) for kind in KINDS]
+        """Every registered kind's layout (an application's kind's table may not exist yet)."""
+        return [layout(kind, self.prefix) for kind in kind_names()]
 
     def _key(self, purpose: str) -> int:
         digest = hashlib.blake2b(f"{purpose}\x00{self.schema}\x00{self.prefix}".encode(), digest_size=8).digest()
@@ -191,6 +193,8 @@ def ensure_vectors(conn: psycopg.Connection[tuple[object, ...]], names: Names, d
     with SessionLock(conn, names.lock_key()):
         with conn.transaction():
             for kind_layout in names.layouts():
+                if not _exists(conn, names, kind_layout.table):
+                    continue  # an application's kind not written yet: its table is made typed
                 table = names.table(kind_layout.table)
                 current = vector_dimension(conn, names, kind_layout.table)
                 if current is None:
@@ -215,3 +219,44 @@ def ensure_vectors(conn: psycopg.Connection[tuple[object, ...]], names: Names, d
                     pending_indexes.append(sql.SQL("CREATE INDEX CONCURRENTLY ") + index)
         for statement in pending_indexes:  # outside any transaction, as CONCURRENTLY requires
             conn.execute(statement)
+
+
+def index_name(table: str, fields: Sequence[str]) -> str:
+    """`<table>__<fields>` (no kind name holds `__`, so it is never a table's), shortened with a
+    digest where PostgreSQL would truncate it (63 bytes) and two names could meet."""
+    name = f"{table}__{'_'.join(fields)}"
+    if len(name.encode()) <= 63:
+        return name
+    return f"{name.encode()[:50].decode(errors='ignore')}_{hashlib.blake2b(name.encode(), digest_size=6).hexdigest()}"
+
+
+def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind_layout: KindLayout,
+                policies: list[str]) -> None:
+    """Create an application's kind's table at the newest layout (what the layout history gives a
+    built-in kind: typed columns, offsets, bytes columns, EXTERNAL documents, the default order and
+    scope indexes) with its declared indexes and `policies` (row-level security), in one
+    transaction under the store's DDL lock; nothing if it exists. Its vectors are typed after."""
+    table = names.table(kind_layout.table)
+    columns = [sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(COLUMN_TYPES[kind_layout.types[name]]))
+               for name in kind_layout.fields]
+    columns += [sql.SQL("{} bigint").format(sql.Identifier(offset_column(name))) for name in kind_layout.datetimes]
+    columns += [sql.SQL("{} bytea").format(sql.Identifier(name)) for name in kind_layout.binary]
+    statements: list[sql.Composed] = [sql.SQL(
+        "CREATE TABLE {} (tenant text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT NULL, {}, doc bytea NOT NULL, "
+        "metadata jsonb NOT NULL, embedding {}, PRIMARY KEY (tenant, id))").format(
+        table, sql.SQL(", ").join(columns), sql.Identifier(names.vector_schema, "vector"))]
+    statements += [sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE EXTERNAL").format(table, sql.Identifier(name))
+                   for name in ("doc", *kind_layout.binary)]
+    for fields in (("created_at", "id"), *((name,) for name in sorted(SCOPE_COLUMNS)), *kind_layout.indexes):
+        keys = [sql.SQL("left({}, {})").format(sql.Identifier(name), sql.Literal(SCOPE_PREFIX))
+                if name in kind_layout.prefixed else sql.Identifier(name) for name in fields]
+        statements.append(sql.SQL("CREATE INDEX {} ON {} (tenant, {})").format(
+            sql.Identifier(index_name(kind_layout.table, fields)), table, sql.SQL(", ").join(keys)))
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (names.lock_key(),))
+        if _exists(conn, names, kind_layout.table):
+            return
+        for statement in statements:
+            conn.execute(statement)
+        for policy in policies:
+            conn.execute(policy)

@@ -20,13 +20,9 @@ from psycopg import sql
 
 from ...core.filters import And, Cmp, Expr, Not, Or
 from ...core.protocol import OrderKey
-from .layout import KindLayout, encode_datetime
+from .layout import SCOPE_PREFIX, KindLayout, encode_datetime
 
 _OPS = {"eq": "=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-SCOPE_PREFIX = 64
-"""Layout 2 indexes (tenant, left(column, 64)) for these columns (unbounded text would not
-fit a btree key); an equality filter on one also compares that prefix, so it can use it."""
-SCOPE_COLUMNS = frozenset({"agent", "project_id"})
 _TRUE = sql.SQL("TRUE")
 _FALSE = sql.SQL("FALSE")
 
@@ -38,7 +34,7 @@ class FilterCompiler:
         self.layout = layout
         self.params: list[Any] = []
         self.scope_hints = scope_hints
-        """Add the prefix comparisons that let the planner use the scope indexes (`SCOPE_PREFIX`)."""
+        """Add the prefix comparisons that let the planner use the prefix indexes (`KindLayout.prefixed`)."""
 
     def where(self, expr: Expr | None) -> sql.Composable:
         return _TRUE if expr is None else self._compile(expr, True)
@@ -78,7 +74,7 @@ class FilterCompiler:
                 return sql.SQL("{} IS NULL" if op == "eq" else "{} IS NOT NULL").format(column)
             template = "{} = {}" if op == "eq" else "{} IS DISTINCT FROM {}"
             found: sql.Composable = sql.SQL(template).format(column, self._param(_column_value(kind, value)))
-            if op == "eq" and self.scope_hints and field in SCOPE_COLUMNS and isinstance(value, str):
+            if op == "eq" and self.scope_hints and field in self.layout.prefixed and isinstance(value, str):
                 found = sql.SQL("({} AND left({}, {}) = {})").format(
                     found, column, sql.Literal(SCOPE_PREFIX), self._param(value[:SCOPE_PREFIX]))
             return found
@@ -88,7 +84,7 @@ class FilterCompiler:
             if present:
                 if kind is str:
                     parts.append(sql.SQL("{} = ANY({}::text[])").format(column, self._param(present)))
-                    if (op == "in" and self.scope_hints and field in SCOPE_COLUMNS
+                    if (op == "in" and self.scope_hints and field in self.layout.prefixed
                             and all(isinstance(v, str) for v in present)):
                         parts[-1] = sql.SQL("({} AND left({}, {}) = ANY({}::text[]))").format(
                             parts[-1], column, sql.Literal(SCOPE_PREFIX),

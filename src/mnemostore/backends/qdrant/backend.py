@@ -24,9 +24,10 @@ from pydantic import BaseModel
 from ...core.batching import chunks
 from ...core.capabilities import Capability
 from ...core.filters import Expr, matches
+from ...core.kinds import kind_names, record_type
 from ...core.protocol import PARAMS_KEY, Backend, Hit, OrderKey, StoreParams, apply_update
 from ...core.query import sort_records
-from ...core.records import KINDS, Record, record_type
+from ...core.records import Record
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...migrations.locking import FileLock, MigrationLock
@@ -132,14 +133,14 @@ class QdrantBackend(Backend):
             release(handle)
 
     def drop(self) -> None:
-        """Delete the store's collections (`<prefix><kind>`, `<prefix>meta`) and, on disk, its
+        """Delete the store's collections (`<prefix><kind>` of every registered kind, `<prefix>meta`) and, on disk, its
         migration lock file."""
         self.open()
         try:
             assert self._handle is not None and self._layout is not None
             handle, layout = self._handle, self._layout
             with handle.lock:
-                for name in (*(layout.name(kind) for kind in KINDS), layout.meta):
+                for name in (*(layout.name(kind) for kind in kind_names()), layout.meta):
                     if handle.client.collection_exists(name):
                         handle.client.delete_collection(name)
                     handle.collections.pop(name, None)

@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import SchemaMismatch
+from ...core.kinds import kind_names, record_type
 from ...core.protocol import StoreParams
-from ...core.records import KINDS, record_type
 from .handles import Handle
 from .payload import TENANT, field_key
 
@@ -50,7 +50,7 @@ class Layout:
         with self.handle.lock:
             if not client.collection_exists(self.meta):
                 self._create(self.meta, None, None)
-            for kind in KINDS:
+            for kind in kind_names():
                 self._learn(self.name(kind))
 
     def _learn(self, name: str) -> bool:
@@ -77,7 +77,7 @@ class Layout:
 
     def check(self, params: StoreParams) -> None:
         """SchemaMismatch if an existing collection's vector disagrees with the store's parameters."""
-        for kind in KINDS:
+        for kind in kind_names():
             found = self.vector_params(kind)
             if found is None:
                 continue

@@ -19,9 +19,10 @@ from typing import Any, NamedTuple
 
 from ...core import codec
 from ...core.filters import Cmp, Expr, all_of
+from ...core.kinds import record_type
 from ...core.protocol import ID_ORDER, OrderKey
 from ...core.query import sort_records
-from ...core.records import Record, record_type
+from ...core.records import Record
 
 ORDERABLE = (int, float, datetime)
 """Field types Qdrant's `order_by` can order (strings and booleans cannot be ordered by Qdrant)."""

@@ -18,7 +18,8 @@ import orjson
 
 from ...core import codec
 from ...core.base64text import from_text, to_text
-from ...core.records import Record, record_type
+from ...core.kinds import record_type
+from ...core.records import Record
 
 TENANT = "_t"
 DOC = "_doc"

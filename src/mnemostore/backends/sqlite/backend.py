@@ -12,7 +12,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...core.capabilities import Capability
-from ...core.errors import ConfigError, StoreClosed, StoreTooNew
+from ...core.errors import ConfigError, SchemaMismatch, StoreClosed, StoreTooNew
 from ...core.filters import And, Cmp, Expr
 from ...core.private_files import create_file, make_directories
 from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
@@ -27,7 +27,7 @@ from . import schema, vector_file
 from .connections import Connections, open_file
 from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import rank
-from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, Layout, tenant_key
+from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, KindSQL, Layout, tenant_key
 from .sql_filters import INLINE_LIMIT, order_sql, where_sql
 from .vector_cache import VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
@@ -140,12 +140,8 @@ class SQLiteBackend(Backend):
         open_file(path, options.busy_timeout)
         self.path = path
         self._db = Connections(path, options.busy_timeout, options.synchronous)
-        self._encoders = {kind: layout.row_encoder() for kind, layout in LAYOUTS.items()}
-        self._insert_sql = {kind: layout.insert_sql() for kind, layout in LAYOUTS.items()}
-        self._insert_new_sql = {kind: layout.insert_sql(keep_existing=True) for kind, layout in LAYOUTS.items()}
-        self._get_one_sql = {(kind, vectors): f"SELECT {layout.read_columns(vectors)} FROM {layout.table} "
-                                              "WHERE tenant = ? AND id = ?"
-                             for kind, layout in LAYOUTS.items() for vectors in (True, False)}
+        self._kinds = {kind: KindSQL.of(layout) for kind, layout in LAYOUTS.items()}
+        """Each kind's statements: the built-in ones now, an application's on first use (`_kind`)."""
         try:
             self._db.write(_bootstrap)
         except BaseException:
@@ -213,21 +209,63 @@ class SQLiteBackend(Backend):
 
         self.db.write(work)
         self._cache = None
+        self._kinds = {kind: KindSQL.of(layout) for kind, layout in LAYOUTS.items()}  # others: looked up again
 
     def tenants(self, kind: str) -> list[str | None]:
-        table = LAYOUTS[kind].table
+        prepared = self._kind(kind)
+        if prepared is None:
+            return []
+        table = prepared.layout.table
         rows = self.db.one_read(lambda conn: conn.execute(f"SELECT DISTINCT tenant FROM {table}").fetchall())
         return [tenant or None for (tenant,) in rows]
 
+    # kinds --------------------------------------------------------------------------
+    def _kind(self, kind: str, create: bool = False) -> KindSQL | None:
+        """A kind's statements; None for an application's kind whose table does not exist yet,
+        unless `create` (a write) creates it. The built-in kinds' tables are the layout history's."""
+        found = self._kinds.get(kind)
+        return found if found is not None else self._prepare(kind, create)
+
+    def _written_kind(self, kind: str) -> KindSQL:
+        found = self._kind(kind, create=True)
+        assert found is not None
+        return found
+
+    def _prepare(self, kind: str, create: bool) -> KindSQL | None:
+        """Find (or create, in one write transaction: racing creators are serialised) the table of
+        an application's kind, from its declaration; refuse one laid out for another declaration."""
+        layout = Layout.of(kind)
+
+        def work(conn: sqlite3.Connection) -> bool:
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({layout.table})")}
+            if not columns and create:
+                for statement in layout.create_sql():
+                    conn.execute(statement)
+                return True
+            missing = sorted({*layout.fields, *layout.binary} - columns) if columns else []
+            if missing:
+                raise SchemaMismatch(
+                    f"this store's {kind} table has no column for {', '.join(missing)}: the kind's declaration "
+                    "gained filterable fields since its table was created, and migrating a stored kind to new "
+                    "filterable fields is not supported yet")
+            return bool(columns)
+
+        if not (self.db.write(work) if create else self.db.read(work)):
+            return None
+        found = self._kinds[kind] = KindSQL.of(layout)
+        return found
+
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
-        self._insert(kind, records, self._insert_sql[kind])
+        prepared = self._written_kind(kind)
+        self._insert(prepared, records, prepared.insert)
 
     def put_missing(self, kind: str, records: Sequence[Record]) -> None:
-        self._insert(kind, records, self._insert_new_sql[kind])
+        prepared = self._written_kind(kind)
+        self._insert(prepared, records, prepared.insert_new)
 
-    def _insert(self, kind: str, records: Sequence[Record], sql: str) -> None:
-        encode = self._encoders[kind]
+    def _insert(self, prepared: KindSQL, records: Sequence[Record], sql: str) -> None:
+        encode = prepared.encode
         if len(records) == 1:  # one statement: atomic without a transaction around it
             row = encode(records[0])
             self.db.one_write(lambda conn: conn.execute(sql, row))
@@ -237,7 +275,10 @@ class SQLiteBackend(Backend):
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
               limit: int | None, vectors: bool = True) -> list[Record]:
-        layout = LAYOUTS[kind]
+        prepared = self._kind(kind)
+        if prepared is None:
+            return []
+        layout = prepared.layout
         condition, params = where_sql(layout, where)
         # Order and limit on seqs first: SQLite's sorter would otherwise carry every
         # matching document (a run's 50 KB checkpoints) through the sort.
@@ -266,7 +307,10 @@ class SQLiteBackend(Backend):
     def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
                      limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
         """Read the fields' own columns (text and numbers are stored as they are); no document is decoded."""
-        layout = LAYOUTS[kind]
+        prepared = self._kind(kind)
+        if prepared is None:
+            return []
+        layout = prepared.layout
         if any(layout.fields.get(name) not in _PLAIN_TYPES for name in fields):
             return super().query_values(kind, tenant, where, order, limit, fields)
         sql, args = _values_sql(layout, tenant, where, order, limit, fields)
@@ -275,8 +319,9 @@ class SQLiteBackend(Backend):
     def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         """Look the parent up and write the child in one write transaction, so racing saves on
         one run and branch are serialised by SQLite's write lock and each takes the one before."""
-        sql, args = _values_sql(LAYOUTS["checkpoint"], record.tenant_id, latest, order, 1, ("id", "sequence"))
-        encode, insert = self._encoders["checkpoint"], self._insert_sql["checkpoint"]
+        prepared = self._written_kind("checkpoint")
+        sql, args = _values_sql(prepared.layout, record.tenant_id, latest, order, 1, ("id", "sequence"))
+        encode, insert = prepared.encode, prepared.insert
 
         def work(conn: sqlite3.Connection) -> Checkpoint:
             linked = link_parent(record, conn.execute(sql, args).fetchone())
@@ -286,10 +331,13 @@ class SQLiteBackend(Backend):
         return self.db.write(work)
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
-        layout = LAYOUTS[kind]
+        prepared = self._kind(kind)
+        if prepared is None:
+            return []
+        layout = prepared.layout
         columns = layout.read_columns(vectors)
         if len(ids) == 1:
-            sql = self._get_one_sql[kind, vectors]
+            sql = prepared.get_one[vectors]
             args: list[Any] = [tenant_key(tenant), ids[0]]
         elif len(ids) <= INLINE_LIMIT:
             sql = (f"SELECT {columns} FROM {layout.table} "
@@ -303,13 +351,19 @@ class SQLiteBackend(Backend):
         return schema.decode_rows(layout, rows)
 
     def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        layout = LAYOUTS[kind]
+        prepared = self._kind(kind)
+        if prepared is None:
+            return 0
+        layout = prepared.layout
         condition, params = where_sql(layout, where)
         sql = f"SELECT count(*) FROM {layout.table} WHERE tenant = ? AND {condition}"
         return int(self.db.one_read(lambda conn: conn.execute(sql, [tenant_key(tenant), *params]).fetchone()[0]))
 
     def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        layout = LAYOUTS[kind]
+        prepared = self._kind(kind)
+        if prepared is None:
+            return 0
+        layout = prepared.layout
         condition, params = where_sql(layout, where)
         sql = f"DELETE FROM {layout.table} WHERE tenant = ? AND {condition}"
 
@@ -323,8 +377,10 @@ class SQLiteBackend(Backend):
 
     def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                inc: Mapping[str, int | float]) -> Record | None:
-        layout = LAYOUTS[kind]
-        encode = self._encoders[kind]
+        prepared = self._kind(kind)
+        if prepared is None:
+            return None
+        layout, encode = prepared.layout, prepared.encode
         select = f"SELECT seq, {layout.read_columns()} FROM {layout.table} WHERE tenant = ? AND id = ?"
         rewrite = layout.rewrite_sql()
 
@@ -344,7 +400,10 @@ class SQLiteBackend(Backend):
     # vector search ----------------------------------------------------------------------
     def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
                vectors: bool = True) -> list[Hit]:
-        layout = LAYOUTS[kind]
+        prepared = self._kind(kind)
+        if prepared is None:
+            return []
+        layout = prepared.layout
         metric = self.params.metric
         cache = self._vector_cache()
         query = prepare_query(vector, metric)

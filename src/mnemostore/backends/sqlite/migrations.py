@@ -7,7 +7,7 @@ from typing import Any
 
 from ...core.records import KINDS
 from ...migrations.model import LayoutMigration
-from .schema import EPOCH_TABLE, INDEXED, LAYOUTS, quote
+from .schema import EPOCH_TABLE, LAYOUTS, SPARSE_FIELDS, quote
 
 _TABLES = LayoutMigration(
     "sqlite.0001_tables",
@@ -106,12 +106,12 @@ _PAYLOAD_COLUMN = LayoutMigration(
     down=_fold_payloads,
 )
 
-_OPTIONAL_INDEXES = (*((kind, "project_id") for kind in KINDS),
-                     *((kind, "agent") for kind, indexes in INDEXED.items() if ("agent",) in indexes))
-"""Indexes on fields most records leave empty: layout 5 keeps only the records that set them."""
+_SPARSE_INDEXES = tuple((kind, field) for kind in KINDS for field in SPARSE_FIELDS
+                        if field == "project_id" or (field,) in LAYOUTS[kind].indexes)
+"""The built-in kinds' indexes on sparse fields: every kind's project index (layout 2), the agent ones."""
 
 
-def _optional_index(kind: str, field: str, partial: bool) -> tuple[str, str]:
+def _sparse_index(kind: str, field: str, partial: bool) -> tuple[str, str]:
     name = quote(f"mnemo_{kind}_{field}")
     return (f"DROP INDEX IF EXISTS {name}",
             f"CREATE INDEX {name} ON {LAYOUTS[kind].table} (tenant, {quote(field)})"
@@ -127,12 +127,12 @@ _LEANER_INDEXES = LayoutMigration(
                 "uses them), and checkpoints lose their (created_at, id) index (their reads go by run or id): "
                 "a LangGraph checkpoint, write or store item updates 2 or 3 fewer b-trees per insert",
     up=(
-        *(statement for kind, field in _OPTIONAL_INDEXES for statement in _optional_index(kind, field, True)),
+        *(statement for kind, field in _SPARSE_INDEXES for statement in _sparse_index(kind, field, True)),
         f"DROP INDEX IF EXISTS {_CHECKPOINT_CREATED_AT}",
         "PRAGMA user_version = 5",
     ),
     down=(
-        *(statement for kind, field in _OPTIONAL_INDEXES for statement in _optional_index(kind, field, False)),
+        *(statement for kind, field in _SPARSE_INDEXES for statement in _sparse_index(kind, field, False)),
         f"CREATE INDEX IF NOT EXISTS {_CHECKPOINT_CREATED_AT} ON {LAYOUTS['checkpoint'].table} "
         '(tenant, "created_at", "id")',
         "PRAGMA user_version = 4",

@@ -22,23 +22,19 @@ import orjson
 
 from ...core import codec
 from ...core.compression import deflate, pack_payload, unpack_payload
-from ...core.records import KINDS, Record, record_type
+from ...core.kinds import record_type
+from ...core.records import KINDS, Record
 
 META_TABLE = "mnemo_meta"
 EPOCH_TABLE = "mnemo_vector_epoch"
 """Per kind, a counter bumped whenever a vector is removed or changed in place."""
-RESERVED = frozenset({"seq", "tenant", "meta", "doc", "vec"})
+DEFAULT_ORDER_INDEX = ("created_at", "id")
+"""Every kind's first index, led by the tenant: the default order. A kind's declared `indexes`
+follow (each costs ~1.7 us per inserted record, ~6% of a bulk put, so kinds declare few)."""
 
-INDEXED: dict[str, tuple[tuple[str, ...], ...]] = {
-    "outcome": (("created_at", "id"), ("agent",), ("task_type",)),
-    "heuristic": (("created_at", "id"), ("agent",)),
-    "anti_pattern": (("created_at", "id"), ("agent",)),
-    "checkpoint": (("created_at", "id"), ("run_id", "sequence", "branch_id")),
-    "embedding": (("created_at", "id"), ("namespace",), ("agent",)),
-}
-"""Secondary indexes, each led by the tenant: the default order (created_at, id) and the
-common selective filters. Each costs ~1.7 us per inserted record (~6% of a bulk put), so
-low-value ones are left out; unindexed filters scan (cheaply, through mmap)."""
+SPARSE_FIELDS = ("project_id", "agent")
+"""Fields most records leave empty: since layout 5 their indexes keep only the records that set
+them (`WHERE field IS NOT NULL`; a filter on a value still uses the index)."""
 
 _SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER", datetime: "INTEGER"}
 
@@ -75,15 +71,17 @@ class Layout:
     binary: tuple[str, ...] = ()
     """Bytes fields (`codec.binary_fields`), each in a BLOB column of its name (layout 4)."""
 
+    indexes: tuple[tuple[str, ...], ...] = ()
+    """Secondary indexes (field tuples, each led by the tenant): the default order's, then the kind's."""
+
     @classmethod
     def of(cls, kind: str) -> Layout:
+        """The layout of a kind from its declaration (`core.kinds`): columns, bytes columns, indexes."""
         record_cls = record_type(kind)
         fields = dict(record_cls.filterable)
         binary = codec.binary_fields(record_cls)
-        clash = RESERVED & {*fields, *binary}
-        if clash:
-            raise ValueError(f"{kind} has fields named like internal columns: {sorted(clash)}")
-        return cls(kind, quote(f"mnemo_{kind}"), fields, {name: quote(name) for name in fields}, binary)
+        return cls(kind, quote(f"mnemo_{kind}"), fields, {name: quote(name) for name in fields}, binary,
+                   (DEFAULT_ORDER_INDEX, *record_cls.indexes))
 
     def column(self, field: str) -> str:
         """The quoted column of a filterable field; anything else is refused."""
@@ -93,16 +91,31 @@ class Layout:
             raise KeyError(f"{field!r} is not a filterable field of {self.kind}") from None
 
     def ddl(self) -> list[str]:
-        columns = ", ".join(f"{quote(name)} {_SQL_TYPES[t]}" for name, t in self.fields.items())
-        statements = [
-            f"CREATE TABLE IF NOT EXISTS {self.table} (seq INTEGER PRIMARY KEY, tenant TEXT NOT NULL, "
-            f"{columns}, vec BLOB, meta TEXT, doc BLOB NOT NULL, UNIQUE (tenant, id))"
-        ]
-        for index in INDEXED[self.kind]:
-            name = quote(f"mnemo_{self.kind}_{'_'.join(index)}")
-            keys = ", ".join(["tenant", *(quote(f) for f in index)])
-            statements.append(f"CREATE INDEX IF NOT EXISTS {name} ON {self.table} ({keys})")
-        return statements
+        """The table and its indexes as layout 1 created them for the built-in kinds (frozen by
+        that step's checksum: bytes columns and the project index came in later steps)."""
+        return [self._table_sql(()), *(self._index_sql(f"mnemo_{self.kind}_{'_'.join(index)}", index, newest=False)
+                                       for index in self.indexes)]
+
+    def create_sql(self) -> list[str]:
+        """An application's kind at the newest layout, in one go: what layout steps 1 to 4 give a
+        built-in kind. Its index names hold `__` (which no kind name does), so none can be a table's."""
+        return [self._table_sql(self.binary),
+                *(self._index_sql(f"mnemo_{self.kind}__{'_'.join(index)}", index)
+                  for index in (*self.indexes, ("project_id",))),  # sparse ones partial, as layout 5 made them
+                f"INSERT OR IGNORE INTO {EPOCH_TABLE} (kind, epoch) VALUES ('{self.kind}', 0)"]
+
+    def _table_sql(self, binary: Sequence[str]) -> str:
+        columns = "".join(f", {quote(name)} {_SQL_TYPES[t]}" for name, t in self.fields.items())
+        blobs = "".join(f", {quote(name)} BLOB" for name in binary)
+        return (f"CREATE TABLE IF NOT EXISTS {self.table} (seq INTEGER PRIMARY KEY, tenant TEXT NOT NULL"
+                f"{columns}, vec BLOB, meta TEXT, doc BLOB NOT NULL{blobs}, UNIQUE (tenant, id))")
+
+    def _index_sql(self, name: str, fields: Sequence[str], newest: bool = True) -> str:
+        """An index led by the tenant; at the newest layout one on a sparse field is partial."""
+        keys = ", ".join(["tenant", *(quote(f) for f in fields)])
+        sparse = newest and len(fields) == 1 and fields[0] in SPARSE_FIELDS
+        where = f" WHERE {quote(fields[0])} IS NOT NULL" if sparse else ""
+        return f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {self.table} ({keys}){where}"
 
     @property
     def plain_fields(self) -> list[str]:
@@ -165,7 +178,26 @@ class Layout:
         return encode
 
 
+@dataclass(frozen=True)
+class KindSQL:
+    """A kind's layout with its hot statements, made once per open store."""
+
+    layout: Layout
+    encode: Callable[[Record], tuple[Any, ...]]
+    insert: str
+    insert_new: str
+    get_one: dict[bool, str]
+    """SELECT of one record by tenant and id, with and without its vector."""
+
+    @classmethod
+    def of(cls, layout: Layout) -> KindSQL:
+        return cls(layout, layout.row_encoder(), layout.insert_sql(), layout.insert_sql(keep_existing=True),
+                   {vectors: f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE tenant = ? AND id = ?"
+                    for vectors in (True, False)})
+
+
 LAYOUTS: dict[str, Layout] = {kind: Layout.of(kind) for kind in KINDS}
+"""The built-in kinds' layouts, which the layout history creates and migrates."""
 
 
 META_DDL = f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)"

@@ -6,13 +6,42 @@ marks through the MRO, so a class-level mark would leak into every other mixin.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from ...core.records import KINDS
 from ...core.store import Store
+from ..specimen import SPECIMEN, registered
 
 each_kind = pytest.mark.parametrize("kind", KINDS)
 """Run a clause once for every record kind."""
+
+each_kind_and_specimen = pytest.mark.parametrize(
+    "kind", [*KINDS, pytest.param(SPECIMEN, marks=pytest.mark.mnemostore_since("1.5"), id="specimen")])
+"""Run a clause for every built-in kind and for the suite's registered kind (`testing.specimen`):
+a focused set of clauses, so a backend proves it stores a kind it has no code for."""
+
+
+class SpecimenFixtures:
+    """The fixtures of a mixin whose clauses use the suite's kind (`each_kind_and_specimen`, `specimen`):
+    a class that borrows such a mixin gets them with it."""
+
+    @pytest.fixture(autouse=True)
+    def _specimen_kind(self, request: pytest.FixtureRequest) -> Iterator[None]:
+        """Register the suite's kind while a clause runs on it."""
+        callspec = getattr(request.node, "callspec", None)
+        if callspec is None or callspec.params.get("kind") != SPECIMEN:
+            yield
+            return
+        with registered():
+            yield
+
+    @pytest.fixture
+    def specimen(self) -> Iterator[str]:
+        """The name of the suite's kind, registered for the clause."""
+        with registered():
+            yield SPECIMEN
 
 
 def clear(store: Store, *kinds: str) -> None:

@@ -11,11 +11,11 @@ from ...core.store import Store
 from ..factories import batch, make, vectors
 from ..oracle import assert_same_records
 from ..requirements import requires, since
-from . import each_kind
+from . import SpecimenFixtures, each_kind, each_kind_and_specimen
 
 
-class BasicClauses:
-    @each_kind
+class BasicClauses(SpecimenFixtures):
+    @each_kind_and_specimen
     def test_put_then_get_returns_equal_record(self, store: Store, kind: str) -> None:
         record = make(kind, 1)
         assert store.collection(kind).put([record]) == [record]
@@ -54,7 +54,7 @@ class BasicClauses:
         assert collection.count(F.agent == make(kind, 1).agent) == 0
 
     @since("1.4")
-    @each_kind
+    @each_kind_and_specimen
     def test_put_keeping_existing_records_writes_only_the_new_ones(self, store: Store, kind: str) -> None:
         collection = store.collection(kind)
         stored = batch(kind, 3)
@@ -88,7 +88,7 @@ class BasicClauses:
         repeated = [records[3].id, records[1].id, records[3].id]
         assert_same_records(collection.get_many(repeated), [records[3], records[1]])
 
-    @each_kind
+    @each_kind_and_specimen
     def test_count_with_and_without_filter(self, store: Store, kind: str) -> None:
         collection = store.collection(kind)
         collection.put(batch(kind, 9))
@@ -108,7 +108,7 @@ class BasicClauses:
         survivors = [records[2], records[4], records[5]]
         assert_same_records(collection.all(order_by="id"), survivors)
 
-    @each_kind
+    @each_kind_and_specimen
     def test_delete_by_filter(self, store: Store, kind: str) -> None:
         collection = store.collection(kind)
         collection.put(batch(kind, 9))

@@ -24,7 +24,7 @@ from ..factories import (
 )
 from ..oracle import assert_same_records
 from ..requirements import requires, since
-from . import each_kind
+from . import SpecimenFixtures, each_kind, each_kind_and_specimen
 
 
 def open_memory_copy() -> Store:
@@ -46,8 +46,8 @@ def read_back_everywhere(store: Store, records: list[Record]) -> None:
     assert_same_records(collection.get_many(ids, vectors=False), records, vectors=False)
 
 
-class FidelityClauses:
-    @each_kind
+class FidelityClauses(SpecimenFixtures):
+    @each_kind_and_specimen
     def test_unicode_text_round_trips_unchanged(self, store: Store, kind: str) -> None:
         records = []
         for i, text in enumerate(AWKWARD_TEXT):
@@ -82,7 +82,7 @@ class FidelityClauses:
         store.collection(kind).put(records)
         read_back_everywhere(store, records)
 
-    @each_kind
+    @each_kind_and_specimen
     def test_datetimes_keep_their_offset_and_microseconds(self, store: Store, kind: str) -> None:
         from ..factories import DATETIME_FIELDS, offset_time
 
@@ -93,7 +93,7 @@ class FidelityClauses:
         store.collection(kind).put(records)
         read_back_everywhere(store, records)
 
-    @each_kind
+    @each_kind_and_specimen
     def test_none_values_stay_none_and_empty_strings_stay_empty(self, store: Store, kind: str) -> None:
         empty: dict[str, Any] = {name: "" for name in TEXT_FIELDS[kind] if name != "task_type"}
         records = [
@@ -196,7 +196,7 @@ class FidelityClauses:
         assert got is not None and got.payload == payload
         assert got.state_hash == saved.state_hash
 
-    @each_kind
+    @each_kind_and_specimen
     def test_fields_of_every_kind_round_trip(self, store: Store, kind: str) -> None:
         record = store.collection(kind).record_cls(**fields(kind, 3, metadata=nested_metadata(),
                                                             embedding=[0.5, -0.25]))

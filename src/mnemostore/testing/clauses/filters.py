@@ -18,7 +18,7 @@ from ..factories import BASE_TIME, batch, make
 from ..oracle import expected_ids, expected_order
 from ..requirements import requires, skip_if_declared
 from ..strategies import examples, filters, records
-from . import clear, each_kind
+from . import SpecimenFixtures, clear, each_kind, each_kind_and_specimen
 
 
 def check_filter(store: Store, kind: str, written: list[Record], where: Expr) -> None:
@@ -34,8 +34,8 @@ def check_filter(store: Store, kind: str, written: list[Record], where: Expr) ->
     assert {r.id for r in collection.all()} == {r.id for r in written} - wanted
 
 
-class FilterClauses:
-    @each_kind
+class FilterClauses(SpecimenFixtures):
+    @each_kind_and_specimen
     @examples(30)
     @given(data=st.data())
     def test_filters_agree_with_the_reference_semantics(self, store: Store, kind: str, data: st.DataObject) -> None:
@@ -58,7 +58,7 @@ class FilterClauses:
             check_filter(store, kind, written, where)
             store.collection(kind).put(written)
 
-    @each_kind
+    @each_kind_and_specimen
     def test_none_means_missing(self, store: Store, kind: str) -> None:
         written = [make(kind, i, agent=None if i % 3 == 0 else "coder") for i in range(6)]
         store.collection(kind).put(written)
@@ -67,7 +67,7 @@ class FilterClauses:
             check_filter(store, kind, written, where)
             store.collection(kind).put(written)
 
-    @each_kind
+    @each_kind_and_specimen
     @requires(Capability.FILTER_RANGE)
     def test_ranges_on_numbers_strings_and_datetimes(self, store: Store, kind: str) -> None:
         written = batch(kind, 9)

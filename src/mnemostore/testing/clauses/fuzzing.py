@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ...core.errors import MnemostoreError, UnsupportedCapability, UnsupportedFilter, ValidationError
-from ...core.records import Record, record_type
+from ...core.kinds import record_type
+from ...core.records import Record
 from ...core.store import Store
 from ..factories import batch
 from ..oracle import assert_same_records

@@ -14,14 +14,15 @@ from hypothesis import strategies as st
 from ...core.collection import OrderBy, Where
 from ...core.errors import ValidationError
 from ...core.filters import F
+from ...core.kinds import record_type
 from ...core.protocol import OrderKey
-from ...core.records import Record, record_type
+from ...core.records import Record
 from ...core.store import Store
 from ..factories import BASE_TIME, OPTIONAL_FIELDS, make
 from ..oracle import expected_order
 from ..requirements import since
 from ..strategies import examples, orderings, records
-from . import clear, each_kind
+from . import SpecimenFixtures, clear, each_kind, each_kind_and_specimen
 
 
 def paged_ids(store: Store, kind: str, where: Where, order_by: OrderBy, limit: int) -> list[str]:
@@ -64,8 +65,8 @@ def tied_batch(kind: str, n: int = 12) -> list[Record]:
     return result
 
 
-class OrderingClauses:
-    @each_kind
+class OrderingClauses(SpecimenFixtures):
+    @each_kind_and_specimen
     def test_every_orderable_field_in_both_directions(self, store: Store, kind: str) -> None:
         written = tied_batch(kind)
         store.collection(kind).put(written)
@@ -102,7 +103,7 @@ class OrderingClauses:
         store.collection(kind).put(written)
         assert [r.id for r in store.collection(kind).all()] == expected_order(kind, written, None, "created_at")
 
-    @each_kind
+    @each_kind_and_specimen
     def test_descending_id_and_filtered_pages(self, store: Store, kind: str) -> None:
         written = tied_batch(kind, 15)
         store.collection(kind).put(written)

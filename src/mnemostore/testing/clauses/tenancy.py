@@ -13,11 +13,11 @@ from ...core.store import Store
 from ..factories import make, vectors
 from ..oracle import assert_same_records
 from ..requirements import requires
-from . import each_kind
+from . import SpecimenFixtures, each_kind, each_kind_and_specimen
 
 
-class TenancyClauses:
-    @each_kind
+class TenancyClauses(SpecimenFixtures):
+    @each_kind_and_specimen
     def test_tenants_cannot_read_each_others_records(self, open_store: Callable[..., Store], kind: str) -> None:
         a, b, default = open_store(tenant="a"), open_store(tenant="b"), open_store()
         mine = a.collection(kind).put([make(kind, i) for i in range(4)])

@@ -15,7 +15,7 @@ from ...core.store import Store
 from ..factories import BASE_TIME, make, offset_time
 from ..oracle import assert_same_records
 from ..requirements import requires, since
-from . import each_kind
+from . import SpecimenFixtures, each_kind, each_kind_and_specimen
 
 INJECTION_NAMES = (
     "x; DROP TABLE heuristic; --",
@@ -28,7 +28,7 @@ INJECTION_NAMES = (
 )
 
 
-class UpdateClauses:
+class UpdateClauses(SpecimenFixtures):
     def test_set_and_increment_in_one_call(self, store: Store) -> None:
         original = make("heuristic", 3, occurrence_count=4, success_count=2, embedding=[1.0, 0.5])
         store.heuristics.put([original, make("heuristic", 4)])
@@ -45,7 +45,7 @@ class UpdateClauses:
         assert updated.updated_at > original.updated_at
         assert_same_records([store.heuristics.get(make("heuristic", 4).id)], [make("heuristic", 4)])
 
-    @each_kind
+    @each_kind_and_specimen
     def test_set_on_every_kind_keeps_other_fields_and_the_embedding(self, store: Store, kind: str) -> None:
         original = make(kind, 2, embedding=[0.25, -1.0, 3.0])
         store.collection(kind).put([original])
@@ -68,7 +68,7 @@ class UpdateClauses:
         with pytest.raises(ValidationError):
             store.collection(kind).update(original.id, set={"embedding": [1.0, 2.0]})
 
-    @each_kind
+    @each_kind_and_specimen
     def test_update_of_a_missing_id_raises_not_found(self, store: Store, kind: str) -> None:
         store.collection(kind).put([make(kind, 1)])
         with pytest.raises(NotFound):

@@ -17,7 +17,7 @@ from ...core.store import Store
 from ..factories import make, vectors
 from ..oracle import assert_same_records, reference_search
 from ..requirements import requirement, requires, skip_if_declared
-from . import each_kind
+from . import SpecimenFixtures, each_kind, each_kind_and_specimen
 
 DIMENSION = 16
 
@@ -40,7 +40,7 @@ def scored_batch(kind: str, n: int, seed: int = 7, **overrides: object) -> list[
     return [make(kind, i, embedding=matrix[i], **overrides) for i in range(n)]
 
 
-class VectorClauses:
+class VectorClauses(SpecimenFixtures):
     @each_kind
     @each_metric
     def test_top_k_matches_numpy_exactly(self, open_store: Callable[..., Store], kind: str, metric: str) -> None:
@@ -93,7 +93,7 @@ class VectorClauses:
             assert_hits(store.heuristics.search(query, k=7, where=where),
                         reference_search(written, query, 7, "cosine", where), written)
 
-    @each_kind
+    @each_kind_and_specimen
     @requires(Capability.VECTOR_COSINE)
     def test_records_without_embeddings_are_never_returned(self, store: Store, kind: str) -> None:
         with_vectors = scored_batch(kind, 10)
