@@ -38,11 +38,7 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
 
     async def save(self, run_id: str, state: Mapping[str, Any] | BaseModel, *, parent: Any = LATEST,
                    node_id: str = "", branch: str = "main", **fields: Any) -> Checkpoint:
-        """Save a snapshot of `state` (a dict or a pydantic model) for `run_id`.
-
-        `parent` is a checkpoint (its id or the `Checkpoint`), a list of them (a merge), None for a root, or by default
-        the latest checkpoint of this run and branch. `sequence` is one past the parents'.
-        """
+        """Save a snapshot of `state` for `run_id`, by default as the child of its run and branch's latest."""
         if isinstance(state, BaseModel):
             state = state.model_dump(mode="json")
         if parent is LATEST:
@@ -143,12 +139,7 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
     async def apply(self, run_id: str, update: Mapping[str, Any], *, node_id: str = "", branch: str = "main",
                     parent: Any = LATEST, reducers: Mapping[str, str] | None = None, default: str | None = None,
                     model: type[BaseModel] | None = None, **fields: Any) -> Checkpoint:
-        """Fold a node's partial `update` into the state of `parent` (by default the latest checkpoint of
-        this run and branch; None: onto {}) and save the result as its child, keeping `update` with it.
-
-        Each field goes through its reducer: `reducers` over those `model` declares, `default` (last)
-        for the rest. With `model`, the new state must fit it. A failing reducer writes nothing.
-        """
+        """Fold a node's partial `update` into the state of `parent` through the reducers; save the child."""
         rules = plan(reducers, default, model)
         changes = partial_update(update)
         prior = await self._prior(run_id, branch, parent)
@@ -176,13 +167,7 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
                     reducers: Mapping[str, str] | None = None, default: str | None = None,
                     model: type[BaseModel] | None = None, node_id: str = "merge", branch: str = "main",
                     **fields: Any) -> Checkpoint:
-        """Join branches of a run into one checkpoint naming every parent.
-
-        Each branch's updates since the parents' common ancestor are folded onto the ancestor's state,
-        branches in the order given, so nothing inherited counts twice; a snapshot's update is its
-        difference from the step before. Reducers as for `apply`; without `default`, two branches
-        changing an unreduced field differently raise `MergeConflict`. Nothing is written on an error.
-        """
+        """Join branches of a run into one checkpoint naming every parent (see `Checkpoints.merge`)."""
         rules = plan(reducers, default, model)
         parent_ids = self._parent_ids(parents, "parents")
         tips = check_parents(run_id, parent_ids, await self._found(parent_ids))

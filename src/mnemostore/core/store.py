@@ -18,7 +18,7 @@ from .collection import AntiPatterns, Collection, Heuristics, Outcomes, Where
 from .config import StoreConfig, naming_source, resolve
 from .errors import BackendNotInstalled, ConfigError, MnemostoreError, StoreNotFound
 from .protocol import PARAMS_KEY, Backend, Hit, StoreParams, backend_error
-from .records import Embedding, Record, record_type
+from .records import Embedding, Record
 from .registry import ensure_driver, registry
 from .url import StoreURL
 
@@ -89,8 +89,7 @@ class Store:
         return self.backend.params
 
     def collection(self, kind: str) -> Collection[Any]:
-        record_type(kind)
-        return self._collections[kind]
+        return self._collections[self._async.collection(kind).kind]
 
     def require(self, capability: Capability, what: str) -> None:
         self._async.require(capability, what)
