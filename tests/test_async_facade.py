@@ -1,16 +1,24 @@
 """The async facade beyond the conformance clauses (which run through it too): its lifecycle,
-`async for`, cancellation mid-batch, and the sync Store inside a running event loop."""
+`async for`, cancellation mid-batch, the sync Store inside a running event loop, and a backend's
+native async side."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.native_async_memory import BrokenNativeMemory, NativeMemory
 
 import mnemostore
-from mnemostore import AsyncStore, StoreClosed, ValidationError
+from mnemostore import AsyncStore, StoreClosed, ValidationError, registry
+from mnemostore.core.executor import NativeCalls
+from mnemostore.testing import ConformanceSuite, validate
 from mnemostore.testing.factories import batch
+
+METADATA_CLAUSE = "test_nested_metadata_round_trips_with_exact_types"
 
 EMBEDDED = ["memory://", "sqlite:///{dir}/store.db", "file://{dir}/store"]
 
@@ -90,3 +98,44 @@ def test_the_sync_store_works_inside_a_running_event_loop(url: str) -> None:
             assert [c.id for c in store.checkpoints.iterate()] == [saved.id]
 
     asyncio.run(inside())
+
+
+@pytest.fixture
+def native(request: pytest.FixtureRequest) -> Iterator[None]:
+    for cls in (NativeMemory, BrokenNativeMemory):
+        registry.register(cls, replace=True)
+    yield
+    for cls in (NativeMemory, BrokenNativeMemory):
+        registry.unregister(cls.name)
+
+
+def test_a_native_async_side_serves_its_calls_and_the_executor_the_rest(native: None) -> None:
+    async def use() -> None:
+        async with await mnemostore.open_async("native-memory://") as store:
+            calls = store._calls
+            assert isinstance(calls, NativeCalls) and "tenants" not in calls.side.native_calls()
+            await store.heuristics.put(batch("heuristic", 3))
+            assert await store.heuristics.count() == 3
+            assert await store._backend_call("tenants", "heuristic") == [None]  # in the executor
+        assert not calls.side.opened  # closed with the store
+
+    asyncio.run(use())
+
+
+def test_the_suite_holds_a_native_async_side_to_its_sync_sides_results(native: None) -> None:
+    """Through the AsyncStore the suite reaches the native side: the clause fails there only."""
+    report = validate("broken-native-memory://", keyword=METADATA_CLAUSE)
+    failed = {r.nodeid.rpartition("[")[2] for r in report.results if r.outcome == "failed"}
+    passed = {r.nodeid.rpartition("[")[2] for r in report.results if r.outcome == "passed"}
+    assert failed and all(n.startswith("async-") for n in failed), failed
+    assert passed and all(n.startswith("sync-") for n in passed), passed
+
+
+class TestNativeAsyncSide(ConformanceSuite):
+    """The whole suite on a backend with a native async side: its AsyncStore runs await that side."""
+
+    @pytest.fixture
+    def store_url(self) -> Iterator[str]:
+        registry.register(NativeMemory, replace=True)
+        yield f"native-memory://{uuid.uuid4().hex}"
+        registry.unregister(NativeMemory.name)

@@ -12,7 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
+from .errors import MnemostoreError
+from .protocol import backend_error
+
 if TYPE_CHECKING:
+    from .async_protocol import AsyncBackend
     from .protocol import Backend
 
 
@@ -39,3 +43,31 @@ class ExecutorCalls:
             await self("close")
         finally:
             self.executor.shutdown(wait=False)
+
+
+class NativeCalls(ExecutorCalls):
+    """Awaits a backend's native async side for the calls it implements, the executor for the rest.
+
+    A cancelled await cancels a native call where it stands: the side's driver rolls its
+    transaction back and returns the connection to its pool."""
+
+    def __init__(self, backend: Backend, executor: ThreadPoolExecutor, side: AsyncBackend) -> None:
+        super().__init__(backend, executor)
+        self.side = side
+        self._native = side.native_calls()
+
+    async def __call__(self, method: str, *args: Any) -> Any:
+        if method not in self._native:
+            return await super().__call__(method, *args)
+        try:
+            return await getattr(self.side, method)(*args)
+        except MnemostoreError:
+            raise
+        except Exception as exc:  # the driver's, as the sync calls raise it (DRIVER_CALLS)
+            raise backend_error(self.backend, method, exc) from exc
+
+    async def close(self) -> None:
+        try:
+            await self.side.close()
+        finally:
+            await super().close()
