@@ -101,7 +101,8 @@ def test_the_sync_store_works_inside_a_running_event_loop(url: str) -> None:
 
 
 @pytest.fixture
-def native(request: pytest.FixtureRequest) -> Iterator[None]:
+def native() -> Iterator[None]:
+    """The test backends with a native async side, registered for the test."""
     for cls in (NativeMemory, BrokenNativeMemory):
         registry.register(cls, replace=True)
     yield
@@ -135,7 +136,5 @@ class TestNativeAsyncSide(ConformanceSuite):
     """The whole suite on a backend with a native async side: its AsyncStore runs await that side."""
 
     @pytest.fixture
-    def store_url(self) -> Iterator[str]:
-        registry.register(NativeMemory, replace=True)
-        yield f"native-memory://{uuid.uuid4().hex}"
-        registry.unregister(NativeMemory.name)
+    def store_url(self, native: None) -> str:
+        return f"native-memory://{uuid.uuid4().hex}"
