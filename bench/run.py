@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests.pgvector_build
 
 import numpy as np
+from case_async import bench_async
 from case_checkpoints import bench_checkpoints
 from case_chroma import bench_chroma
 from case_copy import bench_copy
@@ -58,17 +59,23 @@ class Sizes:
     langgraph: int
     graph_steps: int
     langgraph_store: int
+    async_n: int
+    async_postgres_n: int
+    async_tasks: int
 
 
 FULL = Sizes(put=10_000, file_small=1_000, file_large=50_000, search=(10_000, 100_000), queries=50,
              checkpoints=1_000, import_runs=10, repeat=5, copy=100_000, copy_small=10_000,
              postgres_put=10_000, postgres_search=10_000, chroma=5_000, qdrant_disk=2_000, qdrant_memory=10_000,
-             langgraph=200, graph_steps=150, langgraph_store=1_000)
+             langgraph=200, graph_steps=150, langgraph_store=1_000, async_n=10_000, async_postgres_n=2_000,
+             async_tasks=100)
 QUICK = Sizes(put=10_000, file_small=1_000, file_large=10_000, search=(10_000,), queries=30,
               checkpoints=200, import_runs=5, repeat=3, copy=20_000, copy_small=2_000,
               postgres_put=2_000, postgres_search=2_000, chroma=1_000, qdrant_disk=300, qdrant_memory=2_000,
-              langgraph=50, graph_steps=50, langgraph_store=200)
-GROUPS = ("import", "put", "file", "search", "checkpoints", "copy", "postgres", "chroma", "qdrant", "langgraph")
+              langgraph=50, graph_steps=50, langgraph_store=200, async_n=10_000, async_postgres_n=500,
+              async_tasks=20)
+GROUPS = ("import", "put", "file", "search", "checkpoints", "copy", "postgres", "chroma", "qdrant", "langgraph",
+          "async")
 
 
 def backend_problem(scheme: str) -> str | None:
@@ -120,6 +127,8 @@ def main() -> int:
                                                       sizes.queries)),
             ("langgraph", "sqlite", lambda: bench_langgraph(results, sizes.langgraph, sizes.graph_steps,
                                                             sizes.langgraph_store, repeat, tmp, sizes.queries)),
+            ("async", "sqlite", lambda: bench_async(results, sizes.async_n, sizes.async_postgres_n, sizes.async_tasks,
+                                                    repeat, tmp, backend_problem("postgresql") is None)),
         ]
         for group, scheme, run in plan:
             if group not in groups:

@@ -15,7 +15,7 @@ from mnemostore.testing.locations import fresh_store
 
 pytest_plugins = ["pytester"]
 
-ONE_CLAUSE = "test_put_then_get_returns_equal_record and heuristic"
+ONE_CLAUSE = "test_put_then_get_returns_equal_record and heuristic and not async"
 
 
 def test_without_the_flag_the_plugin_adds_no_test_and_imports_nothing(pytester: pytest.Pytester) -> None:
@@ -45,7 +45,8 @@ def test_the_flag_runs_the_suite_next_to_the_projects_own_tests(pytester: pytest
     result.stdout.fnmatch_lines([
         f"mnemostore conformance suite {SUITE_VERSION}: memory://",
         "*test_own PASSED*",
-        "mnemostore-conformance::Conformance(memory://)::test_put_then_get_returns_equal_record[[]heuristic[]] PASSED*",
+        "mnemostore-conformance::Conformance(memory://)::"
+        "test_put_then_get_returns_equal_record[[]sync-heuristic[]] PASSED*",
     ])
 
 
@@ -53,17 +54,17 @@ def test_the_marker_selects_only_the_suite(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_own(): pass")
     result = pytester.runpytest("-p", "no:cacheprovider", "--mnemostore-url", "memory://",
                                 "-m", "mnemostore_conformance", "-k", "test_own or test_get_of_missing_ids")
-    result.assert_outcomes(passed=5)  # one per record kind, not test_own
+    result.assert_outcomes(passed=10)  # one per record kind and facade, not test_own
 
 
 def test_the_ini_option_names_urls_and_each_test_gets_a_fresh_store(pytester: pytest.Pytester) -> None:
     location = pytester.path / "stores"
     pytester.makeini(f"[pytest]\nmnemostore_urls =\n    memory://\n    sqlite:///{location}\n")
     # Counting clauses fail on a store that is not empty; two runs over one location prove freshness.
-    # 2 URLs x (6 kinds counted, the suite's own included, + 5 empty puts).
+    # 2 URLs x 2 facades x (6 kinds counted, the suite's own included, + 5 empty puts).
     args = ("-p", "no:cacheprovider", "-k", "test_count_with_and_without_filter or test_put_of_an_empty_batch")
     for _ in range(2):
-        pytester.runpytest(*args).assert_outcomes(passed=22)
+        pytester.runpytest(*args).assert_outcomes(passed=44)
     assert location.is_dir() and list(location.iterdir()) == []  # each test's sub-directory was removed
 
 

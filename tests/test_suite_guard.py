@@ -50,5 +50,14 @@ def test_a_class_pinned_to_an_older_level_skips_newer_clauses(pytester: pytest.P
                             '    suite_level = "1.0"\n')
     pytester.makepyfile(pinned)
     result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "-k", "test_no_clause_is_deleted or half_way")
-    result.assert_outcomes(skipped=6)  # the guard and the fault clause (one per kind) came in 1.1
+    result.assert_outcomes(skipped=11)  # the guard and the fault clause (one per kind and facade) came in 1.1
     result.stdout.fnmatch_lines(["*clause added in suite 1.1; this test class pins suite_level 1.0*"])
+
+
+def test_a_class_pinned_to_1_4_skips_the_async_facade_runs(pytester: pytest.Pytester) -> None:
+    pinned = HEADER.replace('class TestStore(ConformanceSuite):\n', 'class TestStore(ConformanceSuite):\n'
+                            '    suite_level = "1.4"\n')
+    pytester.makepyfile(pinned)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs", "-k", "test_put_of_an_empty_batch")
+    result.assert_outcomes(passed=5, skipped=5)  # one per kind, through Store; the AsyncStore runs came in 1.5
+    result.stdout.fnmatch_lines(["*clause added in suite 1.5; this test class pins suite_level 1.4*"])

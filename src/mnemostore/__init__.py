@@ -14,9 +14,12 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "open": "mnemostore.core.store",
+    "open_async": "mnemostore.core.async_open",
     "copy": "mnemostore.migrations.copying",
     "Store": "mnemostore.core.store",
+    "AsyncStore": "mnemostore.core.async_store",
     "Collection": "mnemostore.core.collection",
+    "AsyncCollection": "mnemostore.core.async_collection",
     "Page": "mnemostore.core.collection",
     "Record": "mnemostore.core.records",
     "Outcome": "mnemostore.core.records",
@@ -71,6 +74,9 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --strict)
+    from .core.async_collection import AsyncCollection as AsyncCollection
+    from .core.async_open import open_async as open_async
+    from .core.async_store import AsyncStore as AsyncStore
     from .core.capabilities import Capability as Capability
     from .core.collection import Collection as Collection
     from .core.collection import Page as Page

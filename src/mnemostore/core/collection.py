@@ -1,20 +1,20 @@
-"""Typed collections: the per-kind facade written once over the backend protocol."""
+"""Typed collections: the per-kind facade, and the helpers its sync and async forms share."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .calls import Runner, iterate_sync
 from .errors import NotFound, ValidationError
-from .filters import Expr, F, all_of, bind, from_dict
+from .filters import Expr, bind, from_dict
 from .jsonvalues import check_text
 from .protocol import Hit, OrderKey
-from .query import after, decode_cursor, encode_cursor, parse_order
-from .records import Record, utcnow
+from .records import Record
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .async_collection import AsyncAntiPatterns, AsyncCollection, AsyncHeuristics, AsyncOutcomes
 
 R = TypeVar("R", bound=Record)
 Where = Expr | Mapping[str, Any] | None
@@ -36,12 +36,16 @@ class Page(Generic[R]):
 
 
 class Collection(Generic[R]):
-    """All records of one kind in one store (and tenant)."""
+    """All records of one kind in one store (and tenant).
 
-    def __init__(self, store: Store, record_cls: type[R]) -> None:
-        self._store = store
-        self.record_cls = record_cls
-        self.kind = record_cls.kind
+    Its logic is the `AsyncCollection`'s, written once: each method drives that coroutine with
+    `run` (`run_sync` over direct backend calls) and returns its result."""
+
+    def __init__(self, twin: AsyncCollection[R], run: Runner) -> None:
+        self._async = twin
+        self._run = run
+        self.record_cls: type[R] = twin.record_cls
+        self.kind = twin.kind
 
     # writing ------------------------------------------------------------------
     def put(self, records: Iterable[R | Mapping[str, Any]], *, keep_existing: bool = False) -> list[R]:
@@ -49,69 +53,28 @@ class Collection(Generic[R]):
 
         With `keep_existing=True` a record whose id is already stored is left as it is (insert
         or ignore: a retried write changes nothing)."""
-        batch = self._validate_batch(records)
-        if batch:
-            self._store._backend_call("put_missing" if keep_existing else "put", self.kind, batch)
-        return batch
+        return self._run(self._async.put(records, keep_existing=keep_existing))
 
     def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:
         """Insert or replace one record, given as a model, a mapping or keyword fields."""
-        return self.put([record if record is not None else fields])[0]
-
-    def _validate_batch(self, records: Iterable[R | Mapping[str, Any]]) -> list[R]:
-        store = self._store
-        batch: list[R] = []
-        errors: list[tuple[str, str]] = []
-        for index, item in enumerate(records):
-            try:
-                batch.append(store._admit(self.record_cls, item))
-            except ValidationError as exc:
-                errors.extend(exc.prefixed(f"records[{index}]").errors)
-        if errors:
-            raise ValidationError(errors)
-        ids = [record.id for record in batch]
-        if len(set(ids)) != len(ids):
-            first: dict[str, int] = {}
-            for index, id in enumerate(ids):
-                if id in first:
-                    raise ValidationError.one(
-                        f"records[{index}].id",
-                        f"{id!r} is also the id of records[{first[id]}]; one batch holds each id once")
-                first[id] = index
-        store._settle_dimension(batch)
-        return batch
+        return self._run(self._async.add(record, **fields))
 
     def update(self, id: str, set: Mapping[str, Any] | None = None,
                inc: Mapping[str, int | float] | None = None) -> R:
         """Atomically set fields and increment counters of one record; NotFound if absent."""
-        check_ids([id], "id")
-        changes = self._store._check_update(self.record_cls, set or {}, inc or {})
-        updated = self._store._backend_call(
-            "update", self.kind, self._store.tenant, id, changes, dict(inc or {}))
-        if updated is None:
-            raise NotFound(f"no {self.kind} with id {id!r}")
-        return cast(R, updated)
+        return self._run(self._async.update(id, set, inc))
 
     def delete(self, ids: Sequence[str] | str | None = None, *, where: Where = None) -> int:
         """Delete by ids, by filter, or both (ANDed); return how many were deleted.
 
         Deleting everything needs an explicit `where={}`; calling with nothing is an error.
         """
-        if ids is None and where is None:
-            raise ValidationError.one("delete", "give ids or where= (where={} deletes every record)")
-        if isinstance(ids, str):
-            ids = [ids]
-        if ids is not None:
-            check_ids(ids, "ids")
-        expr = all_of(F.id.in_(list(dict.fromkeys(ids))) if ids is not None else None, self._bind(where))
-        return int(self._store._backend_call("delete", self.kind, self._store.tenant, expr))
+        return self._run(self._async.delete(ids, where=where))
 
     # reading ------------------------------------------------------------------
     def get(self, id: str) -> R | None:
         """The record with this id, or None."""
-        check_ids((id,), "ids")
-        found = self._store._backend_call("get", self.kind, self._store.tenant, [id], True)
-        return cast(R, found[0]) if found else None
+        return self._run(self._async.get(id))
 
     def __getitem__(self, id: str) -> R:
         found = self.get(id)
@@ -121,82 +84,56 @@ class Collection(Generic[R]):
 
     def get_many(self, ids: Sequence[str], *, vectors: bool = True) -> list[R]:
         """Records with these ids, in the order asked, missing ones left out."""
-        if isinstance(ids, str):
-            ids = [ids]
-        check_ids(ids, "ids")
-        if not ids:
-            return []
-        found = self._store._backend_call("get", self.kind, self._store.tenant, list(dict.fromkeys(ids)), vectors)
-        by_id = {record.id: record for record in found}
-        return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+        return self._run(self._async.get_many(ids, vectors=vectors))
 
     def query(self, where: Where = None, *, order_by: OrderBy = None, limit: int | None = None,
               cursor: str | None = None, vectors: bool = True) -> Page[R]:
         """Records matching `where`, ordered (default: `created_at`, then `id`), paged by cursor."""
-        if limit is not None and (type(limit) is not int or limit < 1):
-            raise ValidationError.one("limit", "must be a positive integer or None")
-        order = parse_order(order_by, self.record_cls)
-        bound = self._bind(where)
-        effective = bound
-        if cursor is not None:
-            effective = all_of(bound, after(order, decode_cursor(cursor, order, bound, self.record_cls)))
-        fetch = None if limit is None else limit + 1
-        rows: list[R] = self._store._backend_call(
-            "query", self.kind, self._store.tenant, effective, order, fetch, vectors)
-        if limit is not None and len(rows) > limit:
-            rows = rows[:limit]
-            return Page(rows, encode_cursor(rows[-1], order, bound))
-        return Page(rows, None)
+        return self._run(
+            self._async.query(where, order_by=order_by, limit=limit, cursor=cursor, vectors=vectors))
 
     def first(self, where: Where = None, *, order_by: OrderBy = None, vectors: bool = True) -> R | None:
         """The first matching record in this order, or None (fetches exactly one)."""
-        rows: list[R] = self._store._backend_call(
-            "query", self.kind, self._store.tenant, self._bind(where),
-            parse_order(order_by, self.record_cls), 1, vectors)
-        return rows[0] if rows else None
+        return self._run(self._async.first(where, order_by=order_by, vectors=vectors))
 
     def iterate(self, where: Where = None, *, order_by: OrderBy = None, batch_size: int = 500,
                 vectors: bool = True) -> Iterator[R]:
         """Every matching record, fetched page by page."""
-        cursor: str | None = None
-        while True:
-            page = self.query(where, order_by=order_by, limit=batch_size, cursor=cursor, vectors=vectors)
-            yield from page.items
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
-
-    def _values(self, where: Where, fields: Sequence[str], *, order_by: OrderBy = None,
-                limit: int | None = None) -> list[tuple[Any, ...]]:
-        """Just these fields of the matching records, in order: no document is decoded where the
-        backend can avoid it (see `Backend.query_values`)."""
-        return list(self._store._backend_call(
-            "query_values", self.kind, self._store.tenant, self._bind(where),
-            parse_order(order_by, self.record_cls), limit, tuple(fields)))
+        pages = self._async.iterate(where, order_by=order_by, batch_size=batch_size, vectors=vectors)
+        return iterate_sync(pages, self._run)
 
     def all(self, where: Where = None, *, order_by: OrderBy = None) -> list[R]:
-        return self.query(where, order_by=order_by).items
+        """Every matching record, in one list."""
+        return self._run(self._async.all(where, order_by=order_by))
 
     def count(self, where: Where = None) -> int:
-        return int(self._store._backend_call("count", self.kind, self._store.tenant, self._bind(where)))
+        """How many records match `where`."""
+        return self._run(self._async.count(where))
 
     def search(self, vector: Any, k: int = 10, *, where: Where = None, vectors: bool = True) -> list[Hit]:
         """The k nearest records of this kind that match `where`, best first."""
-        return self._store.search(self.kind, vector, k, where=where, vectors=vectors)
-
-    def _bind(self, where: Where) -> Expr | None:
-        return self._store._bind(self.record_cls, where)
+        return self._run(self._async.search(vector, k, where=where, vectors=vectors))
 
 
 class Outcomes(Collection[Any]):
+    _async: AsyncOutcomes
+
     def record(self, task_type: str, success: bool, **fields: Any) -> Any:
         """Record one task attempt."""
-        return self.add(task_type=task_type, success=success, **fields)
+        return self._run(self._async.record(task_type, success, **fields))
 
 
 class Heuristics(Collection[Any]):
-    prior_weight: float = 2.0
-    """How many observations a heuristic's confidence counts for before its first reinforce."""
+    _async: AsyncHeuristics
+
+    @property
+    def prior_weight(self) -> float:
+        """How many observations a heuristic's confidence counts for before its first reinforce."""
+        return self._async.prior_weight
+
+    @prior_weight.setter
+    def prior_weight(self, weight: float) -> None:
+        self._async.prior_weight = weight
 
     def reinforce(self, id: str, success: bool = True) -> Any:
         """Count one more use of a heuristic (atomically) and refresh its confidence.
@@ -207,18 +144,15 @@ class Heuristics(Collection[Any]):
         (prior_confidence * prior_weight + s) / (prior_weight + n), at most 1. It is computed
         from the counters this call produced, so racing reinforces agree with the counters.
         """
-        inc = {"occurrence_count": 1, "success_count": 1 if success else 0}
-        updated = self.update(id, set={"last_validated": utcnow()}, inc=inc)
-        prior = updated.confidence if updated.prior_confidence is None else updated.prior_confidence
-        weight = self.prior_weight
-        confidence = (prior * weight + updated.success_count) / (weight + updated.occurrence_count)
-        return self.update(id, set={"confidence": min(1.0, confidence), "prior_confidence": prior})
+        return self._run(self._async.reinforce(id, success))
 
 
 class AntiPatterns(Collection[Any]):
+    _async: AsyncAntiPatterns
+
     def seen(self, id: str) -> Any:
         """Count one more sighting of an anti-pattern (atomically) and stamp `last_seen`."""
-        return self.update(id, set={"last_seen": utcnow()}, inc={"occurrence_count": 1})
+        return self._run(self._async.seen(id))
 
 
 def check_ids(ids: Any, field: str) -> None:

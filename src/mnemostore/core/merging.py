@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +13,8 @@ from .errors import MergeConflict, ValidationError
 from .records import Checkpoint
 from .reducers import DROPPED, Plan, difference, fold, same
 
-Load = Callable[[list[str]], list[Checkpoint]]
-"""Read checkpoints by id (missing ones left out): the facade's `get_many`."""
+Load = Callable[[list[str]], Awaitable[list[Checkpoint]]]
+"""Read checkpoints by id (missing ones left out): the facade's `get_many`, awaited."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Ancestry:
         return path[::-1]
 
 
-def common_ancestor(tips: Sequence[Checkpoint], load: Load) -> Ancestry | None:
+async def common_ancestor(tips: Sequence[Checkpoint], load: Load) -> Ancestry | None:
     """The nearest checkpoint every tip descends from (through all parents), or None.
 
     Walks down from the tips, highest sequence first (a parent's sequence is below its child's),
@@ -71,7 +71,7 @@ def common_ancestor(tips: Sequence[Checkpoint], load: Load) -> Ancestry | None:
                 return Ancestry(node, seen)
         unread = list(dict.fromkeys(p for node in batch for p in node.parent_ids if p not in seen))
         if unread:
-            seen.update((c.id, c) for c in load(unread))
+            seen.update((c.id, c) for c in await load(unread))
         for node in batch:
             for parent in node.parent_ids:
                 if parent in seen and parent not in done:

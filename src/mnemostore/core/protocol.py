@@ -26,6 +26,7 @@ from .records import Checkpoint, Record
 if TYPE_CHECKING:
     from ..migrations.locking import MigrationLock
     from ..migrations.model import LayoutMigration
+    from .async_protocol import AsyncBackend
     from .url import StoreURL
     from .vectors import Vector
 
@@ -101,6 +102,9 @@ class Backend(ABC):
     auto_migrate: ClassVar[bool] = True
     """Whether opening a store applies pending migrations by default (embedded stores) or
     refuses and names the command to run (shared servers)."""
+    async_backend: ClassVar[type[AsyncBackend] | None] = None
+    """The backend's native async side (`core.async_protocol`), awaited by `open_async`; None: the
+    sync calls run in the store's executor, which every backend gets without writing a line."""
 
     params: StoreParams
 

@@ -41,11 +41,12 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def newer_than(level: str | None, item: pytest.Item) -> str | None:
-    """The suite version that added this clause, if it is newer than the pinned `level`."""
-    marker = item.get_closest_marker("mnemostore_since")
-    if level is None or marker is None:
+    """The suite version that added this clause (or its parameter, e.g. the async facade), if it is
+    newer than the pinned `level`."""
+    versions = [str(marker.args[0]) for marker in item.iter_markers("mnemostore_since")]
+    if level is None or not versions:
         return None
-    added = str(marker.args[0])
+    added = max(versions, key=_version)
     return added if _version(added) > _version(level) else None
 
 

@@ -16,6 +16,7 @@ from ..core.capabilities import Capability
 from ..core.registry import registry
 from ..core.store import Store, open
 from ..core.url import StoreURL
+from .async_facade import FACADES, LoopThread, through_both
 from .clauses.basics import BasicClauses
 from .clauses.checkpoints import CheckpointClauses
 from .clauses.crashes import CrashClauses
@@ -92,18 +93,35 @@ class ConformanceSuite(
             pytest.skip(f"the {name} backend does not declare {', '.join(c.value for c in lacking)}")
 
     @pytest.fixture
-    def open_store(self, store_url: str, store_options: dict[str, Any]) -> Iterator[Callable[..., Store]]:
-        """Open (another instance of) the store under test; everything opened is closed after."""
+    def facade(self, request: pytest.FixtureRequest) -> str:
+        """The facade a clause drives: "sync" (`Store`), or "async" (`AsyncStore`, see `async_facade`)."""
+        return str(getattr(request, "param", "sync"))
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Every clause that opens a store, outside `SYNC_ONLY_AREAS`, runs through both facades."""
+        if "facade" in metafunc.fixturenames and through_both(metafunc.function):
+            metafunc.parametrize("facade", FACADES, indirect=True)
+
+    @pytest.fixture
+    def open_store(self, store_url: str, store_options: dict[str, Any],
+                   facade: str) -> Iterator[Callable[..., Store]]:
+        """Open (another instance of) the store under test through `facade`; everything opened is closed after."""
         opened: list[Store] = []
+        loop = LoopThread() if facade == "async" else None
 
         def opener(**overrides: Any) -> Store:
-            store = open(store_url, **{**store_options, **overrides})
+            options = {**store_options, **overrides}
+            store = open(store_url, **options) if loop is None else loop.open(store_url, **options)
             opened.append(store)
             return store
 
-        yield opener
-        for store in reversed(opened):
-            store.close()
+        try:
+            yield opener
+        finally:
+            for store in reversed(opened):
+                store.close()
+            if loop is not None:
+                loop.close()
 
     @pytest.fixture
     def store(self, open_store: Callable[..., Store]) -> Store:

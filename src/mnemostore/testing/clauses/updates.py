@@ -12,6 +12,7 @@ from ...core.capabilities import Capability
 from ...core.errors import NotFound, ValidationError
 from ...core.filters import F
 from ...core.store import Store
+from ..async_facade import concurrently
 from ..factories import BASE_TIME, make, offset_time
 from ..oracle import assert_same_records
 from ..requirements import requires, since
@@ -189,3 +190,15 @@ class UpdateClauses(SpecimenFixtures):
         assert got.success_count == len(instances) * (per_thread // 2)
         seen = store.anti_patterns.get(pattern.id)
         assert seen is not None and seen.occurrence_count == len(instances) * per_thread
+
+    @since("1.5")
+    @requires(Capability.ATOMIC_UPDATE)
+    def test_concurrent_reinforces_on_one_store_count_exactly(self, store: Store) -> None:
+        """200 reinforces of one heuristic at once on one store instance (200 tasks on an AsyncStore,
+        threads on a Store) lose no increment, and each returns a confidence the counters allow."""
+        heuristic = make("heuristic", 1, occurrence_count=0, success_count=0)
+        store.heuristics.put([heuristic])
+        results = concurrently(store, 200, lambda facade, i: facade.heuristics.reinforce(heuristic.id, i % 2 == 0))
+        got = store.heuristics[heuristic.id]
+        assert (got.occurrence_count, got.success_count) == (200, 100)
+        assert all(0.0 <= r.confidence <= 1.0 and r.occurrence_count >= 1 for r in results)

@@ -1,0 +1,182 @@
+"""The async facade (issue 15): the event loop's worst lag while an `AsyncStore` works, and many
+asyncio tasks beside the same calls made one at a time through the sync `Store`.
+
+Each task saves checkpoints on its own run (default parent) and searches; the sync side makes the
+same calls in one loop. On postgres the checkpoint part is also set beside LangGraph's
+`AsyncPostgresSaver` putting as many checkpoints of the same state from as many tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from case_postgres import postgres_server
+from data import heuristic_dicts, unit_vectors
+from harness import Results, Row, at_least, median
+
+import mnemostore
+
+STATE = {"messages": [{"role": "assistant", "content": "x" * 200} for _ in range(10)], "step": 0}
+"""A small agent state (~2.5 KB): the rows measure concurrency, not encoding."""
+STEPS = 20
+"""Checkpoint saves and searches per task."""
+LAG_TICK = 0.001
+
+
+@asynccontextmanager
+async def ticking() -> AsyncIterator[Callable[[], Awaitable[float]]]:
+    """A task that sleeps `LAG_TICK` in a loop and records how late each wake-up is; the callable
+    stops it and returns the worst lateness (seconds): how long the event loop was held."""
+    worst = 0.0
+    running = True
+
+    async def tick() -> None:
+        nonlocal worst
+        while running:
+            start = time.perf_counter()
+            await asyncio.sleep(LAG_TICK)
+            worst = max(worst, time.perf_counter() - start - LAG_TICK)
+
+    task = asyncio.get_running_loop().create_task(tick())
+    await asyncio.sleep(0)  # ticking before the work starts
+
+    async def stop() -> float:
+        nonlocal running
+        running = False
+        await task
+        return worst
+
+    yield stop
+
+
+def bench_async(results: Results, n: int, n_postgres: int, tasks: int, repeat: int, tmp: Path,
+                with_postgres: bool) -> None:
+    """The lag row and the tasks rows on sqlite, then (with pgserver) postgres's rows on a server of
+    their own; `n` heuristics are put under the lag row and searched by the sqlite tasks."""
+    vectors = unit_vectors(n, seed=5)
+    queries = unit_vectors(STEPS, seed=6)
+    _bench_lag(results, tmp, n, vectors, queries, repeat)
+    _bench_tasks(results, "sqlite", f"sqlite:///{tmp / 'async-tasks.db'}", n, vectors, queries, tasks, repeat,
+                 at=0.8)
+    if not with_postgres:
+        return
+    try:
+        with postgres_server(tmp) as base:
+            _bench_tasks(results, "postgres", f"{base}&schema=async_bench", n_postgres, vectors, queries, tasks,
+                         repeat, at=3.0)
+            _bench_langgraph_saver(results, base, tasks, repeat)
+    except Exception as exc:  # pgserver missing, a server that would not start
+        results.skipped("async postgres (pgserver)", f"{type(exc).__name__}: {exc}"[:200])
+
+
+def _bench_lag(results: Results, tmp: Path, n: int, vectors: np.ndarray, queries: np.ndarray, repeat: int) -> None:
+    """The loop's worst lag while a put of n heuristics (dicts, validated) and 100 searches are awaited,
+    beside the same calls made in the loop through the sync Store (each holds the loop)."""
+    searched = np.resize(queries, (100, queries.shape[1]))
+    lags, sync_lags = [], []
+    for r in range(repeat):
+        async def work(r: int = r) -> tuple[float, float]:
+            opening = mnemostore.open_async(f"sqlite:///{tmp / f'async-lag-{r}.db'}")
+            async with await opening as store, ticking() as stop:
+                await store.heuristics.put(heuristic_dicts(0, n, vectors))
+                await asyncio.gather(*(store.heuristics.search(q, k=10, vectors=False) for q in searched))
+                ours = await stop()
+            with mnemostore.open(f"sqlite:///{tmp / f'sync-lag-{r}.db'}") as sync_store:
+                async with ticking() as stop:
+                    sync_store.heuristics.put(heuristic_dicts(0, n, vectors))
+                    for q in searched:
+                        sync_store.heuristics.search(q, k=10, vectors=False)
+                        await asyncio.sleep(0)
+                    theirs = await stop()
+            return ours, theirs
+
+        ours, theirs = asyncio.run(work())
+        lags.append(ours)
+        sync_lags.append(theirs)
+    lag = max(lags)
+    results.add(Row(f"async sqlite: event loop's worst lag, put {n:,} x384 + 100 searches", lag, max(sync_lags),
+                    baseline_name="sync Store called in the loop", ratio_text="-", target="<= 20 ms",
+                    met=lag <= 0.020, note=f"worst over {repeat} runs; each run's: "
+                                           + ", ".join(f"{x * 1000:.1f}" for x in lags) + " ms"))
+
+
+def _bench_tasks(results: Results, engine: str, url: str, n: int, vectors: np.ndarray, queries: np.ndarray,
+                 tasks: int, repeat: int, at: float) -> None:
+    """`tasks` asyncio tasks each saving STEPS checkpoints and searching STEPS times, beside the same
+    calls one at a time through the sync Store; throughput ratio."""
+    with mnemostore.open(url) as store:
+        store.heuristics.put(heuristic_dicts(0, n, vectors))
+    ours, theirs = [], []
+    for r in range(repeat):
+        with mnemostore.open(url) as store:
+            start = time.perf_counter()
+            for t in range(tasks):
+                for step in range(STEPS):
+                    store.checkpoints.save(f"sync-{r}-{t}", {**STATE, "step": step})
+                    store.heuristics.search(queries[step], k=10, vectors=False)
+            theirs.append(time.perf_counter() - start)
+
+        async def together(r: int = r) -> float:
+            async with await mnemostore.open_async(url) as astore:
+                async def task(t: int) -> None:
+                    for step in range(STEPS):
+                        await astore.checkpoints.save(f"async-{r}-{t}", {**STATE, "step": step})
+                        await astore.heuristics.search(queries[step], k=10, vectors=False)
+
+                start = time.perf_counter()
+                await asyncio.gather(*(task(t) for t in range(tasks)))
+                return time.perf_counter() - start
+
+        ours.append(asyncio.run(together()))
+    calls = tasks * STEPS * 2
+    results.add(at_least(Row(
+        f"async {engine}: {tasks} tasks x ({STEPS} saves + {STEPS} searches), store of {n:,} x384", median(ours),
+        median(theirs), per=calls, baseline_name="the same calls one at a time, sync Store",
+        note=f"ms per call; the executor's default thread count; {calls:,} calls per run"), at))
+
+
+def _bench_langgraph_saver(results: Results, base: str, tasks: int, repeat: int) -> None:
+    """The checkpoint part beside LangGraph's AsyncPostgresSaver: `tasks` tasks, STEPS puts each."""
+    try:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError as exc:
+        results.skipped("async postgres: checkpoint saves vs AsyncPostgresSaver", str(exc))
+        return
+    from case_langgraph import checkpoints
+
+    async def theirs_run(r: int) -> float:
+        async with AsyncPostgresSaver.from_conn_string(base) as saver:
+            await saver.setup()
+            steps = checkpoints(saver, STEPS, STATE)
+
+            async def task(t: int) -> None:
+                config: Any = {"configurable": {"thread_id": f"lg-{r}-{t}", "checkpoint_ns": ""}}
+                for checkpoint, metadata, new_versions in steps:
+                    config = await saver.aput(config, checkpoint, metadata, new_versions)
+
+            start = time.perf_counter()
+            await asyncio.gather(*(task(t) for t in range(tasks)))
+            return time.perf_counter() - start
+
+    async def ours_run(r: int) -> float:
+        async with await mnemostore.open_async(f"{base}&schema=async_saves") as store:
+            async def task(t: int) -> None:
+                for step in range(STEPS):
+                    await store.checkpoints.save(f"ours-{r}-{t}", {**STATE, "step": step})
+
+            start = time.perf_counter()
+            await asyncio.gather(*(task(t) for t in range(tasks)))
+            return time.perf_counter() - start
+
+    ours = [asyncio.run(ours_run(r)) for r in range(repeat)]
+    theirs = [asyncio.run(theirs_run(r)) for r in range(repeat)]
+    results.add(at_least(Row(
+        f"async postgres: {tasks} tasks x {STEPS} checkpoint saves", median(ours), median(theirs),
+        per=tasks * STEPS, baseline_name="AsyncPostgresSaver.aput, as many tasks",
+        note="ms per save; each task its own run / thread, default parent / the parent's config")))

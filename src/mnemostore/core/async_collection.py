@@ -1,0 +1,203 @@
+"""Typed collections awaited from asyncio code; their coroutines are also the sync `Collection`'s logic.
+
+Written once over `Calls` (see `core/calls.py`): the sync facade drives these same coroutines with
+direct backend calls, so both facades validate, plan and fail alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, cast
+
+from .collection import OrderBy, Page, R, Where, check_ids
+from .errors import NotFound, ValidationError
+from .filters import Expr, F, all_of
+from .protocol import Hit
+from .query import after, decode_cursor, encode_cursor, parse_order
+from .records import utcnow
+
+if TYPE_CHECKING:
+    from .async_store import AsyncStore
+
+BATCH_PAUSE = 64
+"""Records validated between two `Calls.pause()`: a big batch does not hold the event loop."""
+
+
+class AsyncCollection(Generic[R]):
+    """All records of one kind in one `AsyncStore` (and tenant); every method is awaited."""
+
+    def __init__(self, store: AsyncStore, record_cls: type[R]) -> None:
+        self._store = store
+        self.record_cls = record_cls
+        self.kind = record_cls.kind
+
+    # writing ------------------------------------------------------------------
+    async def put(self, records: Iterable[R | Mapping[str, Any]], *, keep_existing: bool = False) -> list[R]:
+        """Insert or replace records (by id) in one batch; validates all before writing any.
+
+        With `keep_existing=True` a record whose id is already stored is left as it is."""
+        batch = await self._validate_batch(records)
+        if batch:
+            await self._store._backend_call("put_missing" if keep_existing else "put", self.kind, batch)
+        return batch
+
+    async def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:
+        """Insert or replace one record, given as a model, a mapping or keyword fields."""
+        return (await self.put([record if record is not None else fields]))[0]
+
+    async def _validate_batch(self, records: Iterable[R | Mapping[str, Any]]) -> list[R]:
+        store = self._store
+        batch: list[R] = []
+        errors: list[tuple[str, str]] = []
+        for index, item in enumerate(records):
+            if index and not index % BATCH_PAUSE:
+                await store._calls.pause()
+            try:
+                batch.append(store._admit(self.record_cls, item))
+            except ValidationError as exc:
+                errors.extend(exc.prefixed(f"records[{index}]").errors)
+        if errors:
+            raise ValidationError(errors)
+        ids = [record.id for record in batch]
+        if len(set(ids)) != len(ids):
+            first: dict[str, int] = {}
+            for index, id in enumerate(ids):
+                if id in first:
+                    raise ValidationError.one(
+                        f"records[{index}].id",
+                        f"{id!r} is also the id of records[{first[id]}]; one batch holds each id once")
+                first[id] = index
+        await store._settle_dimension(batch)
+        return batch
+
+    async def update(self, id: str, set: Mapping[str, Any] | None = None,
+                     inc: Mapping[str, int | float] | None = None) -> R:
+        """Atomically set fields and increment counters of one record; NotFound if absent."""
+        check_ids([id], "id")
+        changes = await self._store._check_update(self.record_cls, set or {}, inc or {})
+        updated = await self._store._backend_call(
+            "update", self.kind, self._store.tenant, id, changes, dict(inc or {}))
+        if updated is None:
+            raise NotFound(f"no {self.kind} with id {id!r}")
+        return cast(R, updated)
+
+    async def delete(self, ids: Sequence[str] | str | None = None, *, where: Where = None) -> int:
+        """Delete by ids, by filter, or both (ANDed); return how many were deleted.
+
+        Deleting everything needs an explicit `where={}`; calling with nothing is an error."""
+        if ids is None and where is None:
+            raise ValidationError.one("delete", "give ids or where= (where={} deletes every record)")
+        if isinstance(ids, str):
+            ids = [ids]
+        if ids is not None:
+            check_ids(ids, "ids")
+        expr = all_of(F.id.in_(list(dict.fromkeys(ids))) if ids is not None else None, self._bind(where))
+        return int(await self._store._backend_call("delete", self.kind, self._store.tenant, expr))
+
+    # reading ------------------------------------------------------------------
+    async def get(self, id: str) -> R | None:
+        """The record with this id, or None."""
+        check_ids((id,), "ids")
+        found = await self._store._backend_call("get", self.kind, self._store.tenant, [id], True)
+        return cast(R, found[0]) if found else None
+
+    async def get_many(self, ids: Sequence[str], *, vectors: bool = True) -> list[R]:
+        """Records with these ids, in the order asked, missing ones left out."""
+        if isinstance(ids, str):
+            ids = [ids]
+        check_ids(ids, "ids")
+        if not ids:
+            return []
+        found = await self._store._backend_call(
+            "get", self.kind, self._store.tenant, list(dict.fromkeys(ids)), vectors)
+        by_id = {record.id: record for record in found}
+        return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+
+    async def query(self, where: Where = None, *, order_by: OrderBy = None, limit: int | None = None,
+                    cursor: str | None = None, vectors: bool = True) -> Page[R]:
+        """Records matching `where`, ordered (default: `created_at`, then `id`), paged by cursor."""
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise ValidationError.one("limit", "must be a positive integer or None")
+        order = parse_order(order_by, self.record_cls)
+        bound = self._bind(where)
+        effective = bound
+        if cursor is not None:
+            effective = all_of(bound, after(order, decode_cursor(cursor, order, bound, self.record_cls)))
+        fetch = None if limit is None else limit + 1
+        rows: list[R] = await self._store._backend_call(
+            "query", self.kind, self._store.tenant, effective, order, fetch, vectors)
+        if limit is not None and len(rows) > limit:
+            rows = rows[:limit]
+            return Page(rows, encode_cursor(rows[-1], order, bound))
+        return Page(rows, None)
+
+    async def first(self, where: Where = None, *, order_by: OrderBy = None, vectors: bool = True) -> R | None:
+        """The first matching record in this order, or None (fetches exactly one)."""
+        rows: list[R] = await self._store._backend_call(
+            "query", self.kind, self._store.tenant, self._bind(where),
+            parse_order(order_by, self.record_cls), 1, vectors)
+        return rows[0] if rows else None
+
+    async def iterate(self, where: Where = None, *, order_by: OrderBy = None, batch_size: int = 500,
+                      vectors: bool = True) -> AsyncGenerator[R, None]:
+        """Every matching record, fetched page by page: `async for record in ....iterate()`."""
+        cursor: str | None = None
+        while True:
+            page = await self.query(where, order_by=order_by, limit=batch_size, cursor=cursor, vectors=vectors)
+            for record in page.items:
+                yield record
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def _values(self, where: Where, fields: Sequence[str], *, order_by: OrderBy = None,
+                      limit: int | None = None) -> list[tuple[Any, ...]]:
+        """Just these fields of the matching records, in order: no document is decoded where the
+        backend can avoid it (see `Backend.query_values`)."""
+        return list(await self._store._backend_call(
+            "query_values", self.kind, self._store.tenant, self._bind(where),
+            parse_order(order_by, self.record_cls), limit, tuple(fields)))
+
+    async def all(self, where: Where = None, *, order_by: OrderBy = None) -> list[R]:
+        """Every matching record, in one list."""
+        return (await self.query(where, order_by=order_by)).items
+
+    async def count(self, where: Where = None) -> int:
+        """How many records match `where`."""
+        return int(await self._store._backend_call("count", self.kind, self._store.tenant, self._bind(where)))
+
+    async def search(self, vector: Any, k: int = 10, *, where: Where = None, vectors: bool = True) -> list[Hit]:
+        """The k nearest records of this kind that match `where`, best first."""
+        return await self._store.search(self.kind, vector, k, where=where, vectors=vectors)
+
+    def _bind(self, where: Where) -> Expr | None:
+        return self._store._bind(self.record_cls, where)
+
+
+class AsyncOutcomes(AsyncCollection[Any]):
+    async def record(self, task_type: str, success: bool, **fields: Any) -> Any:
+        """Record one task attempt."""
+        return await self.add(task_type=task_type, success=success, **fields)
+
+
+class AsyncHeuristics(AsyncCollection[Any]):
+    prior_weight: float = 2.0
+    """How many observations a heuristic's confidence counts for before its first reinforce."""
+
+    async def reinforce(self, id: str, success: bool = True) -> Any:
+        """Count one more use of a heuristic (atomically) and refresh its confidence.
+
+        Confidence is (prior_confidence * prior_weight + s) / (prior_weight + n), at most 1, from
+        the counters this call produced (see `Heuristics.reinforce`)."""
+        inc = {"occurrence_count": 1, "success_count": 1 if success else 0}
+        updated = await self.update(id, set={"last_validated": utcnow()}, inc=inc)
+        prior = updated.confidence if updated.prior_confidence is None else updated.prior_confidence
+        weight = self.prior_weight
+        confidence = (prior * weight + updated.success_count) / (weight + updated.occurrence_count)
+        return await self.update(id, set={"confidence": min(1.0, confidence), "prior_confidence": prior})
+
+
+class AsyncAntiPatterns(AsyncCollection[Any]):
+    async def seen(self, id: str) -> Any:
+        """Count one more sighting of an anti-pattern (atomically) and stamp `last_seen`."""
+        return await self.update(id, set={"last_seen": utcnow()}, inc={"occurrence_count": 1})

@@ -1,0 +1,70 @@
+"""Clauses through the async facade: an `AsyncStore` on an event loop in a thread of its own, driven
+from a clause's sync code by `Store.driving`, so one clause text checks both facades.
+
+A backend's async side (the executor every backend gets, or a native one it adds) is thereby held to
+the same clauses as its sync side, with no code from its author.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import pytest
+
+from ..core.async_open import open_async
+from ..core.calls import run_sync
+from ..core.store import Store
+
+T = TypeVar("T")
+
+FACADES = ("sync", pytest.param("async", marks=pytest.mark.mnemostore_since("1.5")))
+"""The values of a clause's `facade`: "sync" drives `Store`, "async" an `AsyncStore` (suite 1.5)."""
+
+SYNC_ONLY_AREAS = frozenset({"processes", "crashes", "migrations"})
+"""Clause modules that stay on the sync facade: their subject is other processes, or the migration
+runner, which has no async form; the async facade opens and migrates through the same code."""
+
+
+def through_both(function: Any) -> bool:
+    """Whether a clause runs through both facades (every clause outside `SYNC_ONLY_AREAS`)."""
+    return str(function.__module__).rpartition(".")[2] not in SYNC_ONLY_AREAS
+
+
+class LoopThread:
+    """An event loop running in a daemon thread; `run` finishes a coroutine on it from any other thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="mnemostore-suite-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], /) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def open(self, url: str, **options: Any) -> Store:
+        """`open_async(url, **options)` on this loop, as a sync `Store` whose every call runs there."""
+        return Store.driving(self.run(open_async(url, **options)), self.run)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=30)
+        self.loop.close()
+
+
+def concurrently(store: Store, times: int, call: Callable[[Any, int], Any]) -> list[Any]:
+    """`call(facade, i)` for i in range(times), all at once on one store instance: as that many tasks
+    on its AsyncStore under the async facade (`call` returns a coroutine there), from a pool of threads
+    on the Store under the sync one. The results, in the order of i."""
+    if store._run is run_sync:
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            return list(pool.map(lambda i: call(store, i), range(times)))
+    twin = store._async
+
+    async def together() -> list[Any]:
+        return list(await asyncio.gather(*(call(twin, i) for i in range(times))))
+
+    return store._run(together())

@@ -1,0 +1,140 @@
+"""The async facade beyond the conformance clauses (which run through it too): its lifecycle,
+`async for`, cancellation mid-batch, the sync Store inside a running event loop, and a backend's
+native async side."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.native_async_memory import BrokenNativeMemory, NativeMemory
+
+import mnemostore
+from mnemostore import AsyncStore, StoreClosed, ValidationError, registry
+from mnemostore.core.executor import NativeCalls
+from mnemostore.testing import ConformanceSuite, validate
+from mnemostore.testing.factories import batch
+
+METADATA_CLAUSE = "test_nested_metadata_round_trips_with_exact_types"
+
+EMBEDDED = ["memory://", "sqlite:///{dir}/store.db", "file://{dir}/store"]
+
+
+@pytest.fixture(params=EMBEDDED, ids=lambda url: url.partition(":")[0])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return str(request.param).format(dir=tmp_path)
+
+
+def test_open_async_gives_a_store_closed_by_async_with(url: str) -> None:
+    asyncio.run(open_use_and_close(url))
+
+
+async def open_use_and_close(url: str) -> None:
+    async with await mnemostore.open_async(url, workers=2) as store:
+        assert isinstance(store, AsyncStore) and not store.closed
+        added = await store.outcomes.record("deploy", True, agent="ops")
+        assert await store.outcomes.get(added.id) == added
+        with pytest.raises(ValidationError, match="task_type"):
+            await store.outcomes.add(success=True)
+    assert store.closed
+    with pytest.raises(StoreClosed):
+        await store.outcomes.count()
+    await store.aclose()  # idempotent
+
+
+def test_async_for_walks_every_page_in_order_and_a_break_stops_it(url: str) -> None:
+    asyncio.run(walk_pages(url))
+
+
+async def walk_pages(url: str) -> None:
+    async with await mnemostore.open_async(url) as store:
+        records = batch("heuristic", 11)
+        await store.heuristics.put(records)
+        walked = [r.id async for r in store.heuristics.iterate(order_by="id", batch_size=3)]
+        assert walked == sorted(r.id for r in records)
+        async for record in store.heuristics.iterate(order_by="id", batch_size=3):
+            assert record.id == walked[0]
+            break
+        assert await store.heuristics.count() == 11  # the abandoned iteration left the store usable
+
+
+def test_a_batch_put_cancelled_midway_is_whole_or_absent(url: str) -> None:
+    """The task stops waiting; the batch is written whole by its thread, or not at all, and the
+    store (its connection back in its pool) serves the next call."""
+    outcomes = asyncio.run(cancel_puts(url, [0.0, 0.002, 0.01, 0.03, 0.1, 0.3]))
+    assert set(outcomes) <= {"absent", "whole"}
+
+
+async def cancel_puts(url: str, delays: list[float]) -> list[str]:
+    """For each delay: start a 3,000-record put, cancel it after the delay, then say what it left."""
+    outcomes = []
+    async with await mnemostore.open_async(url, workers=1) as store:  # one thread: calls queue behind the put
+        for delay in delays:
+            records = batch("heuristic", 3000)
+            task = asyncio.create_task(store.heuristics.put(records))
+            await asyncio.sleep(delay)
+            if task.cancel():
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            else:
+                await task  # it had finished
+            count = await store.heuristics.count()  # runs once the put's thread is done with it
+            assert count in (0, len(records)), f"a cancelled batch left {count} of {len(records)} records"
+            outcomes.append("whole" if count else "absent")
+            await store.heuristics.delete(where={})
+    return outcomes
+
+
+def test_the_sync_store_works_inside_a_running_event_loop(url: str) -> None:
+    """`Store` drives the shared coroutines itself: being called from asyncio code does not matter."""
+
+    async def inside() -> None:
+        with mnemostore.open(url) as store:
+            saved = store.checkpoints.save("run", {"step": 1})
+            assert store.checkpoints.latest("run") == saved
+            assert [c.id for c in store.checkpoints.iterate()] == [saved.id]
+
+    asyncio.run(inside())
+
+
+@pytest.fixture
+def native() -> Iterator[None]:
+    """The test backends with a native async side, registered for the test."""
+    for cls in (NativeMemory, BrokenNativeMemory):
+        registry.register(cls, replace=True)
+    yield
+    for cls in (NativeMemory, BrokenNativeMemory):
+        registry.unregister(cls.name)
+
+
+def test_a_native_async_side_serves_its_calls_and_the_executor_the_rest(native: None) -> None:
+    async def use() -> None:
+        async with await mnemostore.open_async("native-memory://") as store:
+            calls = store._calls
+            assert isinstance(calls, NativeCalls) and "tenants" not in calls.side.native_calls()
+            await store.heuristics.put(batch("heuristic", 3))
+            assert await store.heuristics.count() == 3
+            assert await store._backend_call("tenants", "heuristic") == [None]  # in the executor
+        assert not calls.side.opened  # closed with the store
+
+    asyncio.run(use())
+
+
+def test_the_suite_holds_a_native_async_side_to_its_sync_sides_results(native: None) -> None:
+    """Through the AsyncStore the suite reaches the native side: the clause fails there only."""
+    report = validate("broken-native-memory://", keyword=METADATA_CLAUSE)
+    failed = {r.nodeid.rpartition("[")[2] for r in report.results if r.outcome == "failed"}
+    passed = {r.nodeid.rpartition("[")[2] for r in report.results if r.outcome == "passed"}
+    assert failed and all(n.startswith("async-") for n in failed), failed
+    assert passed and all(n.startswith("sync-") for n in passed), passed
+
+
+class TestNativeAsyncSide(ConformanceSuite):
+    """The whole suite on a backend with a native async side: its AsyncStore runs await that side."""
+
+    @pytest.fixture
+    def store_url(self, native: None) -> str:
+        return f"native-memory://{uuid.uuid4().hex}"
