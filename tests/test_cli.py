@@ -236,8 +236,15 @@ def test_readme_python_examples_run_as_written(store_url: str) -> None:
               and not b.directives]  # the README's program (tests/test_docs_snippets.py)
     assert len(blocks) >= 3
     code = compile("\n".join(blocks), "README.md", "exec", dont_inherit=True)  # no __future__ of this module
-    for _ in range(2):  # people paste the quick start twice: it must hold on the store it left
-        exec(code, {"__name__": "readme"})
+    from mnemostore.core.kinds import kind_names, kinds
+
+    before = set(kind_names())
+    try:
+        for _ in range(2):  # people paste the quick start twice: it must hold on the store it left
+            exec(code, {"__name__": "readme"})
+    finally:
+        for name in set(kind_names()) - before:  # the README's own kind: later tests' copies must not see it
+            kinds.unregister(name)
     assert Path("agent-memory.db").exists()  # the quick start's relative sqlite URL, in the cwd
 
 
