@@ -101,7 +101,7 @@ def test_a_broken_plugin_fails_with_the_clause_named(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     failed = done.stdout.split("Failed:", 1)[1]
     assert f"fidelity: {METADATA_CLAUSE}[sync-outcome]" in failed
-    assert f"fidelity: {METADATA_CLAUSE}[async-outcome]" in failed  # the AsyncStore sees the same defect
+    assert f"fidelity: {METADATA_CLAUSE}[async-heuristic]" in failed  # the AsyncStore sees the same defect
     assert "assert" in failed.lower()  # the assertion's first line is shown
     assert "conformance level: failing" in done.stdout
     report = json.loads((tmp_path / "report.json").read_text())

@@ -54,17 +54,18 @@ def test_the_marker_selects_only_the_suite(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_own(): pass")
     result = pytester.runpytest("-p", "no:cacheprovider", "--mnemostore-url", "memory://",
                                 "-m", "mnemostore_conformance", "-k", "test_own or test_get_of_missing_ids")
-    result.assert_outcomes(passed=10)  # one per record kind and facade, not test_own
+    result.assert_outcomes(passed=7)  # one per record kind through Store, two through AsyncStore, not test_own
 
 
 def test_the_ini_option_names_urls_and_each_test_gets_a_fresh_store(pytester: pytest.Pytester) -> None:
     location = pytester.path / "stores"
     pytester.makeini(f"[pytest]\nmnemostore_urls =\n    memory://\n    sqlite:///{location}\n")
     # Counting clauses fail on a store that is not empty; two runs over one location prove freshness.
-    # 2 URLs x 2 facades x (6 kinds counted, the suite's own included, + 5 empty puts).
     args = ("-p", "no:cacheprovider", "-k", "test_count_with_and_without_filter or test_put_of_an_empty_batch")
+    # Per URL: counts for 5 kinds and the suite's own through Store, 2 kinds and the suite's through
+    # AsyncStore (9); empty puts for 5 kinds through Store and 2 through AsyncStore (7).
     for _ in range(2):
-        pytester.runpytest(*args).assert_outcomes(passed=44)
+        pytester.runpytest(*args).assert_outcomes(passed=32)
     assert location.is_dir() and list(location.iterdir()) == []  # each test's sub-directory was removed
 
 

@@ -17,21 +17,46 @@ import pytest
 
 from ..core.async_open import open_async
 from ..core.calls import run_sync
+from ..core.records import KINDS
 from ..core.store import Store
+from .specimen import SPECIMEN
 
 T = TypeVar("T")
 
-FACADES = ("sync", pytest.param("async", marks=pytest.mark.mnemostore_since("1.5")))
+ASYNC_SINCE = pytest.mark.mnemostore_since("1.5")
+FACADES = ("sync", pytest.param("async", marks=ASYNC_SINCE))
 """The values of a clause's `facade`: "sync" drives `Store`, "async" an `AsyncStore` (suite 1.5)."""
+ASYNC_KINDS = ("heuristic", "checkpoint")
+"""The kinds a per-kind clause runs for through the async facade: the facade's code is one for every
+kind, and these two have the special paths (counters and vectors; states, payloads and lineage).
+Every kind runs through the sync facade: the async runs then add about half the suite's time."""
 
 SYNC_ONLY_AREAS = frozenset({"processes", "crashes", "migrations"})
 """Clause modules that stay on the sync facade: their subject is other processes, or the migration
 runner, which has no async form; the async facade opens and migrates through the same code."""
 
 
-def through_both(function: Any) -> bool:
-    """Whether a clause runs through both facades (every clause outside `SYNC_ONLY_AREAS`)."""
-    return str(function.__module__).rpartition(".")[2] not in SYNC_ONLY_AREAS
+def parametrize(metafunc: pytest.Metafunc) -> None:
+    """A clause's `facade` (if it opens a store, outside `SYNC_ONLY_AREAS`) and, for `each_kind`,
+    its `kind`: every kind through `Store`, `ASYNC_KINDS` through `AsyncStore`."""
+    marker = metafunc.definition.get_closest_marker
+    specimen = marker("mnemostore_each_kind_and_specimen") is not None
+    each_kind = specimen or marker("mnemostore_each_kind") is not None
+    both = "facade" in metafunc.fixturenames and (
+        str(metafunc.function.__module__).rpartition(".")[2] not in SYNC_ONLY_AREAS)
+    facades = ("sync", "async") if both else ("sync",)
+    if each_kind:
+        cases = [pytest.param(facade, kind, marks=[ASYNC_SINCE] if facade == "async" else [])
+                 for facade in facades for kind in (KINDS if facade == "sync" else ASYNC_KINDS)]
+        if specimen:  # an application's kind, through each facade
+            cases += [pytest.param(facade, SPECIMEN, marks=ASYNC_SINCE, id=f"{facade}-specimen") for facade in facades]
+        if both:
+            metafunc.parametrize(("facade", "kind"), cases, indirect=["facade"])
+        else:
+            metafunc.parametrize("kind", [pytest.param(*case.values[1:], marks=case.marks, id=case.id)
+                                          for case in cases])
+    elif both:
+        metafunc.parametrize("facade", FACADES, indirect=True)
 
 
 class LoopThread:

@@ -32,6 +32,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "mnemostore_since(version): the suite version that added a conformance clause")
     config.addinivalue_line(
+        "markers", "mnemostore_each_kind: a conformance clause runs once per record kind")
+    config.addinivalue_line(
+        "markers", "mnemostore_each_kind_and_specimen: a conformance clause runs once per record kind "
+                   "and for the suite's registered kind")
+    config.addinivalue_line(
         "markers", f"{MARKER}(url): a test of the mnemostore conformance suite added by --mnemostore-url")
     urls: list[str] = list(config.getoption("mnemostore_urls") or config.getini(INI_URLS))
     if config.getoption("mnemostore_all_installed"):

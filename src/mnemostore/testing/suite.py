@@ -16,7 +16,7 @@ from ..core.capabilities import Capability
 from ..core.registry import registry
 from ..core.store import Store, open
 from ..core.url import StoreURL
-from .async_facade import FACADES, LoopThread, through_both
+from .async_facade import LoopThread, parametrize
 from .clauses.basics import BasicClauses
 from .clauses.checkpoints import CheckpointClauses
 from .clauses.crashes import CrashClauses
@@ -98,9 +98,9 @@ class ConformanceSuite(
         return str(getattr(request, "param", "sync"))
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        """Every clause that opens a store, outside `SYNC_ONLY_AREAS`, runs through both facades."""
-        if "facade" in metafunc.fixturenames and through_both(metafunc.function):
-            metafunc.parametrize("facade", FACADES, indirect=True)
+        """Every clause that opens a store, outside `SYNC_ONLY_AREAS`, runs through both facades;
+        an `each_kind` clause once per kind (`async_facade.parametrize`)."""
+        parametrize(metafunc)
 
     @pytest.fixture
     def open_store(self, store_url: str, store_options: dict[str, Any],

@@ -1,6 +1,6 @@
 """Conformance clauses, one mixin per area; `ConformanceSuite` combines them.
 
-Mixins parametrize per method (`each_kind`), never per class: pytest gathers class
+Mixins parametrize per method (`each_kind`, a mark the suite parametrizes), never per class: pytest gathers class
 marks through the MRO, so a class-level mark would leak into every other mixin.
 """
 
@@ -14,11 +14,11 @@ from ...core.records import KINDS
 from ...core.store import Store
 from ..specimen import SPECIMEN, registered
 
-each_kind = pytest.mark.parametrize("kind", KINDS)
-"""Run a clause once for every record kind."""
+each_kind = pytest.mark.mnemostore_each_kind
+"""Run a clause once for every record kind (`ConformanceSuite.pytest_generate_tests` gives `kind`;
+through the async facade, once for each of `async_facade.ASYNC_KINDS`)."""
 
-each_kind_and_specimen = pytest.mark.parametrize(
-    "kind", [*KINDS, pytest.param(SPECIMEN, marks=pytest.mark.mnemostore_since("1.5"), id="specimen")])
+each_kind_and_specimen = pytest.mark.mnemostore_each_kind_and_specimen
 """Run a clause for every built-in kind and for the suite's registered kind (`testing.specimen`):
 a focused set of clauses, so a backend proves it stores a kind it has no code for."""
 
