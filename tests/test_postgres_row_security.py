@@ -288,6 +288,8 @@ class TestTenancyUnderForcedPolicies(TenancyClauses):
     minutes; these cover each kind's reads, writes, counters, searches and checkpoints)."""
 
     store_options = ConformanceSuite.store_options
+    facade = ConformanceSuite.facade
+    pytest_generate_tests = ConformanceSuite.pytest_generate_tests
     open_store = ConformanceSuite.open_store
     store = ConformanceSuite.store
 

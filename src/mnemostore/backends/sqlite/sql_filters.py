@@ -162,8 +162,9 @@ def _column(layout: Layout, cmp: Cmp, out: Compiled) -> None:
         out.parts.append(_TRUE if bound else _FALSE)
         return
     op, value = bound
-    if op == "eq" and value is not None:  # `=`, not `IS`: SQLite's planner uses indexes for `=` only
-        out.parts.append(f"({column} = ?)")  # when an ORDER BY fits another index
+    if op == "eq" and value is not None:  # `=`, not `IS`: with an ORDER BY that fits another index SQLite
+        # uses an index for `=` only; `IS NOT NULL` makes a NULL column false, not unknown, under NOT
+        out.parts.append(f"({column} = ? AND {column} IS NOT NULL)")
     elif op == "eq":
         out.parts.append(f"({column} IS ?)")
     elif op == "ne":
