@@ -92,11 +92,3 @@ def test_an_id_filter_uses_the_id_index_whatever_the_order(tmp_path: Path) -> No
         ["", *params]).fetchall()
     assert any(f"USING INDEX {index} " in row[-1] or f"COVERING INDEX {index} " in row[-1] for row in plan), plan
 
-
-def test_a_negated_equality_keeps_the_records_without_the_field(tmp_path: Path) -> None:
-    """`=` is unknown on NULL, which NOT keeps unknown: the compiled equality must be false there."""
-    with mnemostore.open(f"sqlite:///{tmp_path / 'store.db'}") as store:
-        store.outcomes.put([{"task_type": "t", "success": True, "agent": None, "id": "a"},
-                            {"task_type": "t", "success": True, "agent": "x", "id": "b"}])
-        assert [r.id for r in store.outcomes.query(~(F.agent == "x"))] == ["a"]
-        assert [r.id for r in store.outcomes.query(F.agent == "x")] == ["b"]

@@ -36,6 +36,14 @@ SYNC_ONLY_AREAS = frozenset({"processes", "crashes", "migrations"})
 runner, which has no async form; the async facade opens and migrates through the same code."""
 
 
+def _kinds(facade: str, specimen: bool) -> list[Any]:
+    """A per-kind clause's kinds through `facade` (`pytest.param`s with ids), and the suite's own if `specimen`."""
+    kinds = [pytest.param(kind, id=kind) for kind in (KINDS if facade == "sync" else ASYNC_KINDS)]
+    if specimen:  # an application's kind, through each facade
+        kinds.append(pytest.param(SPECIMEN, marks=ASYNC_SINCE, id="specimen"))
+    return kinds
+
+
 def parametrize(metafunc: pytest.Metafunc) -> None:
     """A clause's `facade` (if it opens a store, outside `SYNC_ONLY_AREAS`) and, for `each_kind`,
     its `kind`: every kind through `Store`, `ASYNC_KINDS` through `AsyncStore`."""
@@ -44,17 +52,13 @@ def parametrize(metafunc: pytest.Metafunc) -> None:
     each_kind = specimen or marker("mnemostore_each_kind") is not None
     both = "facade" in metafunc.fixturenames and (
         str(metafunc.function.__module__).rpartition(".")[2] not in SYNC_ONLY_AREAS)
-    facades = ("sync", "async") if both else ("sync",)
-    if each_kind:
-        cases = [pytest.param(facade, kind, marks=[ASYNC_SINCE] if facade == "async" else [])
-                 for facade in facades for kind in (KINDS if facade == "sync" else ASYNC_KINDS)]
-        if specimen:  # an application's kind, through each facade
-            cases += [pytest.param(facade, SPECIMEN, marks=ASYNC_SINCE, id=f"{facade}-specimen") for facade in facades]
-        if both:
-            metafunc.parametrize(("facade", "kind"), cases, indirect=["facade"])
-        else:
-            metafunc.parametrize("kind", [pytest.param(*case.values[1:], marks=case.marks, id=case.id)
-                                          for case in cases])
+    if each_kind and both:
+        metafunc.parametrize(("facade", "kind"), [
+            pytest.param(facade, *kind.values, marks=[*kind.marks, *([ASYNC_SINCE] if facade == "async" else [])],
+                         id=f"{facade}-{kind.id}")
+            for facade in ("sync", "async") for kind in _kinds(facade, specimen)], indirect=["facade"])
+    elif each_kind:
+        metafunc.parametrize("kind", _kinds("sync", specimen))
     elif both:
         metafunc.parametrize("facade", FACADES, indirect=True)
 

@@ -112,13 +112,10 @@ _SPARSE_INDEXES = tuple((kind, field) for kind in KINDS for field in SPARSE_FIEL
 
 
 def _sparse_index(kind: str, field: str, partial: bool) -> tuple[str, str]:
-    name = quote(f"mnemo_{kind}_{field}")
-    return (f"DROP INDEX IF EXISTS {name}",
-            f"CREATE INDEX {name} ON {LAYOUTS[kind].table} (tenant, {quote(field)})"
-            + (f" WHERE {quote(field)} IS NOT NULL" if partial else ""))
+    """Drop the index and make it again, partial (layout 5) or whole (before)."""
+    name = f"mnemo_{kind}_{field}"
+    return f"DROP INDEX IF EXISTS {quote(name)}", LAYOUTS[kind].index_sql(name, (field,), newest=partial)
 
-
-_CHECKPOINT_CREATED_AT = quote("mnemo_checkpoint_created_at_id")
 
 _LEANER_INDEXES = LayoutMigration(
     "sqlite.0005_leaner_indexes",
@@ -128,13 +125,12 @@ _LEANER_INDEXES = LayoutMigration(
                 "a LangGraph checkpoint, write or store item updates 2 or 3 fewer b-trees per insert",
     up=(
         *(statement for kind, field in _SPARSE_INDEXES for statement in _sparse_index(kind, field, True)),
-        f"DROP INDEX IF EXISTS {_CHECKPOINT_CREATED_AT}",
+        f"DROP INDEX IF EXISTS {quote('mnemo_checkpoint_created_at_id')}",
         "PRAGMA user_version = 5",
     ),
     down=(
         *(statement for kind, field in _SPARSE_INDEXES for statement in _sparse_index(kind, field, False)),
-        f"CREATE INDEX IF NOT EXISTS {_CHECKPOINT_CREATED_AT} ON {LAYOUTS['checkpoint'].table} "
-        '(tenant, "created_at", "id")',
+        LAYOUTS["checkpoint"].index_sql("mnemo_checkpoint_created_at_id", ("created_at", "id")),
         "PRAGMA user_version = 4",
     ),
 )

@@ -93,14 +93,14 @@ class Layout:
     def ddl(self) -> list[str]:
         """The table and its indexes as layout 1 created them for the built-in kinds (frozen by
         that step's checksum: bytes columns and the project index came in later steps)."""
-        return [self._table_sql(()), *(self._index_sql(f"mnemo_{self.kind}_{'_'.join(index)}", index, newest=False)
+        return [self._table_sql(()), *(self.index_sql(f"mnemo_{self.kind}_{'_'.join(index)}", index, newest=False)
                                        for index in self.indexes)]
 
     def create_sql(self) -> list[str]:
         """An application's kind at the newest layout, in one go: what layout steps 1 to 4 give a
         built-in kind. Its index names hold `__` (which no kind name does), so none can be a table's."""
         return [self._table_sql(self.binary),
-                *(self._index_sql(f"mnemo_{self.kind}__{'_'.join(index)}", index)
+                *(self.index_sql(f"mnemo_{self.kind}__{'_'.join(index)}", index)
                   for index in (*self.indexes, ("project_id",))),  # sparse ones partial, as layout 5 made them
                 f"INSERT OR IGNORE INTO {EPOCH_TABLE} (kind, epoch) VALUES ('{self.kind}', 0)"]
 
@@ -110,7 +110,7 @@ class Layout:
         return (f"CREATE TABLE IF NOT EXISTS {self.table} (seq INTEGER PRIMARY KEY, tenant TEXT NOT NULL"
                 f"{columns}, vec BLOB, meta TEXT, doc BLOB NOT NULL{blobs}, UNIQUE (tenant, id))")
 
-    def _index_sql(self, name: str, fields: Sequence[str], newest: bool = True) -> str:
+    def index_sql(self, name: str, fields: Sequence[str], newest: bool = True) -> str:
         """An index led by the tenant; at the newest layout one on a sparse field is partial."""
         keys = ", ".join(["tenant", *(quote(f) for f in fields)])
         sparse = newest and len(fields) == 1 and fields[0] in SPARSE_FIELDS

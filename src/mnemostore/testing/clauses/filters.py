@@ -16,7 +16,7 @@ from ...core.records import Record
 from ...core.store import Store
 from ..factories import BASE_TIME, batch, make
 from ..oracle import expected_ids, expected_order
-from ..requirements import requires, skip_if_declared
+from ..requirements import requires, since, skip_if_declared
 from ..strategies import examples, filters, records
 from . import SpecimenFixtures, clear, each_kind, each_kind_and_specimen
 
@@ -64,6 +64,16 @@ class FilterClauses(SpecimenFixtures):
         store.collection(kind).put(written)
         for where in (F.agent == None, F.agent != None, F.agent.in_([None, "x"]),  # noqa: E711
                       F.agent.not_in([None]), F.agent != "coder", F.agent.is_none()):
+            check_filter(store, kind, written, where)
+            store.collection(kind).put(written)
+
+    @since("1.5")
+    @each_kind_and_specimen
+    def test_a_negated_comparison_keeps_the_records_without_the_field(self, store: Store, kind: str) -> None:
+        """NOT of a comparison with a missing field is true: SQL's `=` is unknown on NULL, and NOT keeps it unknown."""
+        written = [make(kind, i, agent=None if i % 3 == 0 else "coder") for i in range(6)]
+        store.collection(kind).put(written)
+        for where in (~(F.agent == "coder"), ~(F.agent.in_(["coder"])), ~((F.agent == "coder") & (F.id != "x"))):
             check_filter(store, kind, written, where)
             store.collection(kind).put(written)
 
