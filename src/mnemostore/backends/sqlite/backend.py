@@ -177,7 +177,7 @@ class SQLiteBackend(Backend):
     def write_meta(self, key: str, value: Any) -> None:
         text = orjson.dumps(value).decode()
         self.db.write(lambda conn: conn.execute(
-            f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)", (key, text)))
+            f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)", (key, text)).close())
 
     # migrations ---------------------------------------------------------------------
     def migration_lock(self) -> MigrationLock:
@@ -268,10 +268,10 @@ class SQLiteBackend(Backend):
         encode = prepared.encode
         if len(records) == 1:  # one statement: atomic without a transaction around it
             row = encode(records[0])
-            self.db.one_write(lambda conn: conn.execute(sql, row))
+            self.db.one_write(lambda conn: conn.execute(sql, row).close())
             return
         rows = [encode(record) for record in records]
-        self.db.write(lambda conn: conn.executemany(sql, rows))
+        self.db.write(lambda conn: conn.executemany(sql, rows).close())
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
               limit: int | None, vectors: bool = True) -> list[Record]:

@@ -1,0 +1,106 @@
+"""The WAL is checkpointed beside the writers (`sqlite/wal_checkpoints.py`), stays bounded, and a
+process killed while a checkpoint runs leaves a whole store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import mnemostore
+from mnemostore.backends.sqlite import wal_checkpoints
+
+KB = 1024
+
+
+def wal_size(db: Path) -> int:
+    try:
+        return os.stat(f"{db}-wal").st_size
+    except FileNotFoundError:
+        return 0
+
+
+def test_the_store_s_connections_leave_checkpoints_to_the_background(tmp_path: Path) -> None:
+    with mnemostore.open(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        store.outcomes.add(task_type="t", success=True)
+        pool = store.backend._db  # type: ignore[attr-defined]
+        with pool.connection() as conn:
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+            assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == wal_checkpoints.JOURNAL_SIZE_LIMIT
+
+
+def test_the_thread_copies_the_wal_into_the_database_beside_the_writers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the writers' own checkpoint out of reach (LIMIT huge), only the thread can bring the
+    records into the database file."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**40)
+    db = tmp_path / "store.db"
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        for batch in range(150):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+        deadline = time.monotonic() + 10
+        while os.stat(db).st_size < 600 * 2_000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.stat(db).st_size >= 600 * 2_000
+        assert store.outcomes.count() == 600
+
+
+@pytest.mark.parametrize("thread", ["running", "stalled"])
+def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str) -> None:
+    """Past LIMIT a writer checkpoints itself with the process's writers held back, so SQLite resets
+    the WAL: it never grows past LIMIT and a commit, whether the thread runs beside them or not."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 256 * KB)
+    if thread == "stalled":
+        monkeypatch.setattr(wal_checkpoints.WalCheckpoints, "_start", lambda self: None)
+    db = tmp_path / "store.db"
+    biggest = 0
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        for batch in range(120):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            biggest = max(biggest, wal_size(db))
+    assert biggest < 256 * KB + 64 * KB
+
+
+_WRITER = """
+import sys
+import mnemostore
+from mnemostore.backends.sqlite import wal_checkpoints
+wal_checkpoints.START = 32 * 1024
+wal_checkpoints.LIMIT = 1024 * 1024
+with mnemostore.open(f"sqlite:///{sys.argv[1]}") as store:
+    batch = 0
+    while True:  # commits until killed, the thread checkpointing beside it
+        store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "y" * 3_000,
+                             "id": f"{sys.argv[2]}-{batch}-{i}"} for i in range(5)])
+        print(batch, flush=True)
+        batch += 1
+"""
+
+
+def test_a_process_killed_while_checkpointing_leaves_a_whole_store(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    for round_, delay in enumerate([0.0, 0.05, 0.2, 0.5]):
+        process = subprocess.Popen([sys.executable, "-c", _WRITER, str(db), str(round_)],
+                                   stdout=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "0"
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        committed = [line for line in process.stdout.read().split("\n") if line]
+        process.wait(30)
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        with mnemostore.open(f"sqlite:///{db}") as store:
+            last = int(committed[-1]) if committed else 0
+            mine = (mnemostore.F.id >= f"{round_}-") & (mnemostore.F.id < f"{round_}.")
+            assert store.outcomes.count(mine) >= 5 * (last + 1)
