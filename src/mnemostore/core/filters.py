@@ -36,10 +36,11 @@ class Expr:
     __slots__ = ()
 
     def __and__(self, other: Expr) -> Expr:
-        return And((self, _expr(other)))
+        """`a & b & c` is one And of three (not nested): binding and compiling walk fewer nodes."""
+        return And((*self.items, _expr(other)) if type(self) is And else (self, _expr(other)))
 
     def __or__(self, other: Expr) -> Expr:
-        return Or((self, _expr(other)))
+        return Or((*self.items, _expr(other)) if type(self) is Or else (self, _expr(other)))
 
     def __invert__(self) -> Expr:
         return Not(self)
@@ -213,64 +214,72 @@ def _type_class(value: Any) -> str | None:
 _CLASS_OF_TYPE = {bool: "bool", int: "number", float: "number", str: "str", datetime: "datetime"}
 
 
-def _check_value(where: str, field_type: type | None, op: str, value: Any) -> Any:
-    """Validate one operand against the field's type; return it in canonical form."""
+def _check_value(field: tuple[str, ...], field_type: type | None, op: str, value: Any) -> Any:
+    """Validate one operand against the field's type; return it in canonical form (errors name
+    `where.<field>`, built only then: on every call it cost more than the checks)."""
     if value is None:
         if op in RANGE_OPS:
-            raise ValidationError.one(where, f"{op} needs a value, not None")
+            raise ValidationError.one(_where(field), f"{op} needs a value, not None")
         return None
     cls = _type_class(value)
     if cls is None:
-        raise ValidationError.one(where, f"cannot compare with a {type(value).__name__}")
+        raise ValidationError.one(_where(field), f"cannot compare with a {type(value).__name__}")
     if field_type is not None and cls != _CLASS_OF_TYPE[field_type]:
-        raise ValidationError.one(where, f"expects a {field_type.__name__}, got {type(value).__name__}")
+        raise ValidationError.one(_where(field), f"expects a {field_type.__name__}, got {type(value).__name__}")
     if field_type is None and cls == "datetime":
-        raise ValidationError.one(where, "metadata holds JSON values; compare with a string, not a datetime")
+        raise ValidationError.one(_where(field), "metadata holds JSON values; compare with a string, not a datetime")
     if cls == "datetime" and value.utcoffset() is None:
-        raise ValidationError.one(where, "datetimes must be timezone-aware")
+        raise ValidationError.one(_where(field), "datetimes must be timezone-aware")
     if cls == "number" and type(value) is float and not math.isfinite(value):
-        raise ValidationError.one(where, "numbers must be finite")
+        raise ValidationError.one(_where(field), "numbers must be finite")
     if cls == "str":
         problem = check_text(value)
         if problem:
-            raise ValidationError.one(where, f"string {problem}")
+            raise ValidationError.one(_where(field), f"string {problem}")
     if cls == "bool" and op in RANGE_OPS:
-        raise ValidationError.one(where, f"{op} is not defined for booleans")
+        raise ValidationError.one(_where(field), f"{op} is not defined for booleans")
     return value
 
 
+def _where(field: tuple[str, ...]) -> str:
+    return "where." + ".".join(field)
+
+
 def bind(expr: Expr, filterable: Mapping[str, type]) -> Expr:
-    """Validate an expression against a kind's filterable fields; raise ValidationError."""
+    """Validate an expression against a kind's filterable fields; raise ValidationError.
+
+    Returns the expression in canonical form: `expr` itself when it already was."""
     if isinstance(expr, Cmp):
-        if not expr.field or (expr.field[0] == "metadata") != (len(expr.field) == 2) or len(expr.field) > 2:
-            raise ValidationError.one("where", f"bad field path {expr.field!r}")
-        name = expr.field[0]
-        where = "where." + ".".join(expr.field)
+        field = expr.field
+        if not field or (field[0] == "metadata") != (len(field) == 2) or len(field) > 2:
+            raise ValidationError.one("where", f"bad field path {field!r}")
+        name = field[0]
         if name == "metadata":
             field_type: type | None = None
-            problem = check_text(expr.field[1])
+            problem = check_text(field[1])
             if problem:
-                raise ValidationError.one(where, f"metadata key {problem}")
+                raise ValidationError.one(_where(field), f"metadata key {problem}")
         elif name not in filterable:
             known = ", ".join(sorted(filterable))
             raise ValidationError.one(
-                where, f"unknown or unfilterable field {name!r}; filterable: {known}, metadata[...]")
+                _where(field), f"unknown or unfilterable field {name!r}; filterable: {known}, metadata[...]")
         else:
             field_type = filterable[name]
         if expr.op in ("in", "nin"):
             if not isinstance(expr.value, (tuple, list)):
-                raise ValidationError.one(where, f"{expr.op} takes a list of values")
-            values = _distinct(_check_value(where, field_type, "eq", v) for v in expr.value)
-            return Cmp(expr.field, expr.op, values)
+                raise ValidationError.one(_where(field), f"{expr.op} takes a list of values")
+            values = _distinct(_check_value(field, field_type, "eq", v) for v in expr.value)
+            return Cmp(field, expr.op, values)
         if expr.op not in _OPS:
-            raise ValidationError.one(where, f"unknown operator {expr.op!r}")
-        return Cmp(expr.field, expr.op, _check_value(where, field_type, expr.op, expr.value))
-    if isinstance(expr, And):
-        return And(tuple(bind(item, filterable) for item in expr.items))
-    if isinstance(expr, Or):
-        return Or(tuple(bind(item, filterable) for item in expr.items))
+            raise ValidationError.one(_where(field), f"unknown operator {expr.op!r}")
+        value = _check_value(field, field_type, expr.op, expr.value)
+        return expr if value is expr.value else Cmp(field, expr.op, value)
+    if isinstance(expr, (And, Or)):
+        items = tuple([bind(item, filterable) for item in expr.items])
+        return expr if items == expr.items else type(expr)(items)  # expressions compare by identity
     if isinstance(expr, Not):
-        return Not(bind(expr.item, filterable))
+        item = bind(expr.item, filterable)
+        return expr if item is expr.item else Not(item)
     raise ValidationError.one("where", f"not a filter expression: {expr!r}")
 
 

@@ -59,17 +59,33 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 writes = [r for r in found if mapping.is_write_of(r, owner)]
             else:
                 record = self.store.checkpoints.get(owner)
+        elif ranges:
+            record, writes = self._latest_in_range(thread_id, ns)
         else:
             where = (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns))
-            if ranges:  # only this namespace's ids, not a walk over every thread's
-                low, high = mapping.namespace_range(thread_id, ns)
-                where = where & (F.id >= low) & (F.id < high)
             record = self.store.checkpoints.first(where, order_by="-id")
         if record is None:
             return None
         if writes is None or record.state.get("format", 1) < 2:  # format 1: writes may have hashed ids
             writes = self._writes_by_owner([record])[record.id]
         return self._tuple(record, writes)
+
+    def _latest_in_range(self, thread_id: str, ns: str) -> tuple[Record | None, builtins.list[Record] | None]:
+        """The namespace's latest checkpoint and its writes, in one read when it has no writes, two
+        when it has: newest id first, a checkpoint's writes (ids extending its own) come just before it."""
+        low, high = mapping.namespace_range(thread_id, ns)
+        in_namespace = (F.id >= low) & (F.id < high)
+        newest = self.store.checkpoints.first(in_namespace, order_by="-id")
+        if newest is None or newest.branch_id != mapping.WRITES_BRANCH:
+            return newest, []
+        owner = newest.node_id
+        found = self._id_range(*mapping.record_range(owner))
+        record = next((r for r in found if r.id == owner and r.branch_id != mapping.WRITES_BRANCH), None)
+        if record is not None:
+            return record, [r for r in found if mapping.is_write_of(r, owner)]
+        # writes whose checkpoint is gone: the newest checkpoint below them
+        return self.store.checkpoints.first(in_namespace & (F.branch_id != mapping.WRITES_BRANCH),
+                                            order_by="-id"), None
 
     def _id_range(self, low: str, high: str) -> builtins.list[Record]:
         return self.store.checkpoints.query((F.id >= low) & (F.id < high), order_by="id", vectors=False).items
