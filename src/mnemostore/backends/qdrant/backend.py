@@ -35,6 +35,7 @@ from . import payload as codec
 from .handles import Handle, acquire, held_locations, release
 from .ids import meta_point_id
 from .layout import Layout
+from .native import QdrantAsyncSide
 from .operations import Io, Operations
 from .options import QdrantOptions, parse_location
 
@@ -147,6 +148,12 @@ class QdrantBackend(Backend):
                 lock.path.unlink(missing_ok=True)
         finally:
             self.close()
+
+    @property
+    def handle(self) -> Handle:
+        """The client and lock this store shares with the other opens of its location in this process."""
+        assert self._handle is not None, "the store is closed"
+        return self._handle
 
     @property
     def _client(self) -> QdrantClient:
@@ -270,6 +277,9 @@ class QdrantServerBackend(QdrantBackend):
     # large_state stays undeclared until a server run proves 5 MB payloads pass (gRPC limits).
     capabilities: ClassVar[frozenset[Capability]] = (
         _COMMON - {Capability.LARGE_STATE}) | {Capability.PERSISTENT, Capability.MULTI_PROCESS}
+    async_backend = QdrantAsyncSide
+    """`open_async` awaits the record calls on `AsyncQdrantClient` (`native.py`); the local engine's
+    stores keep the executor (see there why)."""
 
 
 async def _direct(call: Any, *args: Any) -> Any:
