@@ -20,8 +20,7 @@ import pytest
 from tests.native_async_qdrant import NativeQdrant
 
 import mnemostore
-from mnemostore import registry
-from mnemostore import F
+from mnemostore import F, registry
 from mnemostore.backends.qdrant.ordered import delegable
 from mnemostore.core.errors import StoreNotFound
 from mnemostore.core.protocol import ID_ORDER, OrderKey
