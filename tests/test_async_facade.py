@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.chroma_server import chroma_server
@@ -78,18 +79,23 @@ async def cancel_puts(url: str, delays: list[float]) -> list[str]:
     async with await mnemostore.open_async(url, workers=1) as store:  # one thread: calls queue behind the put
         for delay in delays:
             records = batch("heuristic", 3000)
-            task = asyncio.create_task(store.heuristics.put(records))
-            await asyncio.sleep(delay)
-            if task.cancel():
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-            else:
-                await task  # it had finished
+            await put_cancelled_after(store, records, delay)
             count = await store.heuristics.count()  # runs once the put's thread is done with it
             assert count in (0, len(records)), f"a cancelled batch left {count} of {len(records)} records"
             outcomes.append("whole" if count else "absent")
             await store.heuristics.delete(where={})
     return outcomes
+
+
+async def put_cancelled_after(store: AsyncStore, records: list[Any], delay: float) -> None:
+    """Put `records` in a task and cancel it after `delay` seconds (if it has not finished by then)."""
+    task = asyncio.create_task(store.heuristics.put(records))
+    await asyncio.sleep(delay)
+    if task.cancel():
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:
+        await task  # it had finished
 
 
 def test_the_sync_store_works_inside_a_running_event_loop(url: str) -> None:
@@ -170,13 +176,7 @@ async def cancel_native_puts(url: str, delays: list[float]) -> list[str]:
         async with await mnemostore.open_async(url) as store:
             calls = store._calls
             assert isinstance(calls, NativeCalls) and "put" in calls.side.native_calls()
-            task = asyncio.create_task(store.heuristics.put(records))
-            await asyncio.sleep(delay)
-            if task.cancel():
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-            else:
-                await task
+            await put_cancelled_after(store, records, delay)
         async with await mnemostore.open_async(url) as store:
             count = await store.heuristics.count()
             assert count in (0, len(records)), f"a cancelled batch left {count} of {len(records)} records"

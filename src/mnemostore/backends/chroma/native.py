@@ -14,16 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...core.async_protocol import AsyncBackend
-from ...core.async_sides import Finishing
+from ...core.async_sides import OperationsSide
 from ...core.errors import BackendError
-from ...core.filters import Expr
-from ...core.protocol import Hit, OrderKey
-from ...core.records import Record
-from ...core.vectors import Vector
 from .connect import http_headers
 from .operations import Io, Operations
 
@@ -37,16 +31,14 @@ _WRITE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[ob
 _SIDES_ON_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
 
 
-class ChromaAsyncSide(AsyncBackend):
+class ChromaAsyncSide(OperationsSide):
     """The record calls of a Chroma server store on chromadb's `AsyncHttpClient`."""
 
     backend: ChromaBackend
 
     def __init__(self, backend: ChromaBackend) -> None:
         super().__init__(backend)
-        self._operations: Operations | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._writes = Finishing()
 
     async def open(self) -> None:
         import chromadb
@@ -67,49 +59,18 @@ class ChromaAsyncSide(AsyncBackend):
         self._loop = asyncio.get_running_loop()
         _SIDES_ON_LOOP[self._loop] = _SIDES_ON_LOOP.get(self._loop, 0) + 1
         writing = _WRITE_LOCKS.setdefault(self._loop, {}).setdefault(backend.lock_key, asyncio.Lock())
-        self._operations = Operations(backend, Io(client=client, collection=_as_is, writing=lambda: writing,
-                                                  blocking=asyncio.to_thread))
+        self.records = Operations(backend, Io(client=client, collection=_as_is, writing=lambda: writing,
+                                              blocking=asyncio.to_thread))
 
     async def close(self) -> None:
         loop, self._loop = self._loop, None
         try:
-            await self._writes.drain()
+            await super().close()
         finally:
-            self._operations = None
             if loop is not None:
                 _SIDES_ON_LOOP[loop] -= 1
                 if not _SIDES_ON_LOOP[loop]:
                     await _close_http_client(loop)
-
-    @property
-    def operations(self) -> Operations:
-        if self._operations is None:
-            raise BackendError(f"the async side of {self.backend!r} is closed")
-        return self._operations
-
-    async def put(self, kind: str, records: Sequence[Record]) -> None:
-        await self._writes.run(self.operations.put(kind, records))
-
-    async def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
-                     inc: Mapping[str, int | float]) -> Record | None:
-        return await self._writes.run(self.operations.update(kind, tenant, id, set, inc))
-
-    async def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        return await self._writes.run(self.operations.delete(kind, tenant, where))
-
-    async def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
-        return await self.operations.get(kind, tenant, ids, vectors)
-
-    async def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
-                    limit: int | None, vectors: bool = True) -> list[Record]:
-        return await self.operations.query(kind, tenant, where, order, limit, vectors)
-
-    async def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        return await self.operations.count(kind, tenant, where)
-
-    async def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
-                     vectors: bool = True) -> list[Hit]:
-        return await self.operations.search(kind, tenant, vector, k, where, vectors)
 
 
 def _as_is(collection: AsyncCollection) -> AsyncCollection:

@@ -18,17 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ...core.async_protocol import AsyncBackend
-from ...core.async_sides import Finishing
-from ...core.filters import Expr
-from ...core.protocol import Hit, OrderKey
-from ...core.records import Record
-from ...core.vectors import Vector
+from ...core.async_sides import OperationsSide
 from .handles import async_write_lock, server_options
-from .operations import Io, Operations
+from .operations import Io
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
@@ -36,7 +30,7 @@ if TYPE_CHECKING:
     from .backend import QdrantBackend
 
 
-class QdrantAsyncSide(AsyncBackend):
+class QdrantAsyncSide(OperationsSide):
     """The record calls of a Qdrant server store on qdrant-client's `AsyncQdrantClient`."""
 
     backend: QdrantBackend
@@ -44,8 +38,6 @@ class QdrantAsyncSide(AsyncBackend):
     def __init__(self, backend: QdrantBackend) -> None:
         super().__init__(backend)
         self._client: AsyncQdrantClient | None = None
-        self._operations: Operations | None = None
-        self._writes = Finishing()
 
     def connect(self) -> AsyncQdrantClient:
         """The async client of the store's server (made on the store's event loop)."""
@@ -57,15 +49,14 @@ class QdrantAsyncSide(AsyncBackend):
         self._client = self.connect()
         writing = async_write_lock(self.backend.handle)
         unlocked = contextlib.nullcontext()
-        self._operations = self.backend.operations_over(
+        self.records = self.backend.operations_over(
             Io(client=self._client, writing=lambda: writing, reading=lambda: unlocked, blocking=self._in_thread))
 
     async def close(self) -> None:
         client, self._client = self._client, None
         try:
-            await self._writes.drain()
+            await super().close()
         finally:
-            self._operations = None
             if client is not None:
                 await client.close()
 
@@ -76,32 +67,3 @@ class QdrantAsyncSide(AsyncBackend):
                 return step(*args)
 
         return await asyncio.to_thread(locked)
-
-    @property
-    def operations(self) -> Operations:
-        assert self._operations is not None, "the async side is closed"
-        return self._operations
-
-    async def put(self, kind: str, records: Sequence[Record]) -> None:
-        await self._writes.run(self.operations.put(kind, records))
-
-    async def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
-                     inc: Mapping[str, int | float]) -> Record | None:
-        return await self._writes.run(self.operations.update(kind, tenant, id, set, inc))
-
-    async def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        return await self._writes.run(self.operations.delete(kind, tenant, where))
-
-    async def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
-        return await self.operations.get(kind, tenant, ids, vectors)
-
-    async def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
-                    limit: int | None, vectors: bool = True) -> list[Record]:
-        return await self.operations.query(kind, tenant, where, order, limit, vectors)
-
-    async def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        return await self.operations.count(kind, tenant, where)
-
-    async def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
-                     vectors: bool = True) -> list[Hit]:
-        return await self.operations.search(kind, tenant, vector, k, where, vectors)
