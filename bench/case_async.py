@@ -64,6 +64,7 @@ def bench_async(results: Results, n: int, n_postgres: int, tasks: int, repeat: i
     _bench_lag(results, tmp, n, vectors, queries, repeat)
     _bench_tasks(results, "sqlite", f"sqlite:///{tmp / 'async-tasks.db'}", n, vectors, queries, tasks, repeat,
                  at=0.8)
+    _bench_vector_engines(results, tmp, vectors, queries, tasks, repeat)
     if not with_postgres:
         return
     try:
@@ -106,19 +107,51 @@ def _bench_lag(results: Results, tmp: Path, n: int, vectors: np.ndarray, queries
                                            + ", ".join(f"{x * 1000:.1f}" for x in lags) + " ms"))
 
 
+VECTOR_ENGINE_N = 2_000
+"""Heuristics searched by the qdrant and chroma task rows (qdrant's local engine searches in Python)."""
+
+
+def _bench_vector_engines(results: Results, tmp: Path, vectors: np.ndarray, queries: np.ndarray, tasks: int,
+                          repeat: int) -> None:
+    """The tasks rows with puts for saves: qdrant's local engine (the executor: its async client would
+    run the engine on the loop) and a Chroma server (its native async side on `AsyncHttpClient`)."""
+    n = min(VECTOR_ENGINE_N, len(vectors))
+    _bench_tasks(results, "qdrant local", f"qdrant://{tmp / 'async-qdrant'}", n, vectors, queries, tasks, repeat,
+                 at=0.8, puts=True)
+    try:
+        from tests.chroma_server import ChromaTestServer  # as the tests start it
+
+        server = ChromaTestServer()
+    except Exception as exc:  # no `chroma` CLI or a server that would not start: report, go on
+        results.skipped("async chroma (HTTP server)", f"{type(exc).__name__}: {exc}"[:200])
+        return
+    try:
+        _bench_tasks(results, "chroma http (native)", server.url(), n, vectors, queries, tasks, repeat, at=1.0,
+                     puts=True)
+    finally:
+        server.stop()
+
+
 def _bench_tasks(results: Results, engine: str, url: str, n: int, vectors: np.ndarray, queries: np.ndarray,
-                 tasks: int, repeat: int, at: float) -> None:
-    """`tasks` asyncio tasks each saving STEPS checkpoints and searching STEPS times, beside the same
-    calls one at a time through the sync Store; throughput ratio."""
+                 tasks: int, repeat: int, at: float, puts: bool = False) -> None:
+    """`tasks` asyncio tasks each saving STEPS checkpoints (or, with `puts`, putting STEPS heuristics)
+    and searching STEPS times, beside the same calls one at a time through the sync Store; throughput ratio."""
     with mnemostore.open(url) as store:
         store.heuristics.put(heuristic_dicts(0, n, vectors))
+    written = heuristic_dicts(n, n + STEPS, vectors)
+
+    def write(name: str, step: int) -> tuple[str, tuple[Any, ...]]:
+        return ("put", ([{**written[step], "id": f"{name}-{step}"}],)) if puts else \
+            ("save", (name, {**STATE, "step": step}))
+
     ours, theirs = [], []
     for r in range(repeat):
         with mnemostore.open(url) as store:
             start = time.perf_counter()
             for t in range(tasks):
                 for step in range(STEPS):
-                    store.checkpoints.save(f"sync-{r}-{t}", {**STATE, "step": step})
+                    method, args = write(f"sync-{r}-{t}", step)
+                    getattr(store.heuristics if puts else store.checkpoints, method)(*args)
                     store.heuristics.search(queries[step], k=10, vectors=False)
             theirs.append(time.perf_counter() - start)
 
@@ -126,7 +159,8 @@ def _bench_tasks(results: Results, engine: str, url: str, n: int, vectors: np.nd
             async with await mnemostore.open_async(url) as astore:
                 async def task(t: int) -> None:
                     for step in range(STEPS):
-                        await astore.checkpoints.save(f"async-{r}-{t}", {**STATE, "step": step})
+                        method, args = write(f"async-{r}-{t}", step)
+                        await getattr(astore.heuristics if puts else astore.checkpoints, method)(*args)
                         await astore.heuristics.search(queries[step], k=10, vectors=False)
 
                 start = time.perf_counter()
@@ -136,7 +170,8 @@ def _bench_tasks(results: Results, engine: str, url: str, n: int, vectors: np.nd
         ours.append(asyncio.run(together()))
     calls = tasks * STEPS * 2
     results.add(at_least(Row(
-        f"async {engine}: {tasks} tasks x ({STEPS} saves + {STEPS} searches), store of {n:,} x384", median(ours),
+        f"async {engine}: {tasks} tasks x ({STEPS} {'puts' if puts else 'saves'} + {STEPS} searches), "
+        f"store of {n:,} x384", median(ours),
         median(theirs), per=calls, baseline_name="the same calls one at a time, sync Store",
         note=f"ms per call; the executor's default thread count; {calls:,} calls per run"), at))
 

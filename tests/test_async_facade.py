@@ -8,15 +8,20 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.chroma_server import chroma_server
 from tests.native_async_memory import BrokenNativeMemory, NativeMemory
+from tests.native_async_qdrant import NativeQdrant
 
 import mnemostore
 from mnemostore import AsyncStore, StoreClosed, ValidationError, registry
 from mnemostore.core.executor import NativeCalls
 from mnemostore.testing import ConformanceSuite, validate
 from mnemostore.testing.factories import batch
+
+__all__ = ["chroma_server"]
 
 METADATA_CLAUSE = "test_nested_metadata_round_trips_with_exact_types"
 
@@ -74,18 +79,23 @@ async def cancel_puts(url: str, delays: list[float]) -> list[str]:
     async with await mnemostore.open_async(url, workers=1) as store:  # one thread: calls queue behind the put
         for delay in delays:
             records = batch("heuristic", 3000)
-            task = asyncio.create_task(store.heuristics.put(records))
-            await asyncio.sleep(delay)
-            if task.cancel():
-                with pytest.raises(asyncio.CancelledError):
-                    await task
-            else:
-                await task  # it had finished
+            await put_cancelled_after(store, records, delay)
             count = await store.heuristics.count()  # runs once the put's thread is done with it
             assert count in (0, len(records)), f"a cancelled batch left {count} of {len(records)} records"
             outcomes.append("whole" if count else "absent")
             await store.heuristics.delete(where={})
     return outcomes
+
+
+async def put_cancelled_after(store: AsyncStore, records: list[Any], delay: float) -> None:
+    """Put `records` in a task and cancel it after `delay` seconds (if it has not finished by then)."""
+    task = asyncio.create_task(store.heuristics.put(records))
+    await asyncio.sleep(delay)
+    if task.cancel():
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:
+        await task  # it had finished
 
 
 def test_the_sync_store_works_inside_a_running_event_loop(url: str) -> None:
@@ -138,3 +148,38 @@ class TestNativeAsyncSide(ConformanceSuite):
     @pytest.fixture
     def store_url(self, native: None) -> str:
         return f"native-memory://{uuid.uuid4().hex}"
+
+
+@pytest.fixture(params=["native-qdrant", "chroma-http"])
+def native_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A store whose AsyncStore awaits a native side of an engine without transactions: the qdrant
+    server's side (over the local engine, tests/native_async_qdrant.py) and a Chroma server's."""
+    if request.param == "chroma-http":
+        yield request.getfixturevalue("chroma_server").url()
+        return
+    registry.register(NativeQdrant, replace=True)
+    yield f"native-qdrant://memory/{uuid.uuid4().hex}"
+    registry.unregister(NativeQdrant.name)
+
+
+def test_a_native_batch_put_cancelled_midway_is_whole_or_absent(native_url: str) -> None:
+    """Without transactions the native side lets a cancelled put run to its end, as the executor's
+    thread does: once the store is closed (which waits for it), the batch is whole or absent."""
+    outcomes = asyncio.run(cancel_native_puts(native_url, [0.0, 0.005, 0.02, 0.08]))
+    assert set(outcomes) <= {"absent", "whole"}
+
+
+async def cancel_native_puts(url: str, delays: list[float]) -> list[str]:
+    outcomes = []
+    for delay in delays:
+        records = batch("heuristic", 1500)
+        async with await mnemostore.open_async(url) as store:
+            calls = store._calls
+            assert isinstance(calls, NativeCalls) and "put" in calls.side.native_calls()
+            await put_cancelled_after(store, records, delay)
+        async with await mnemostore.open_async(url) as store:
+            count = await store.heuristics.count()
+            assert count in (0, len(records)), f"a cancelled batch left {count} of {len(records)} records"
+            outcomes.append("whole" if count else "absent")
+            await store.heuristics.delete(where={})
+    return outcomes

@@ -17,6 +17,7 @@ from tests.chroma_server import ChromaTestServer, chroma_server
 from tests.legacy_fixtures import with_new_defaults
 
 import mnemostore
+from mnemostore.core.calls import run_sync
 from mnemostore.core.errors import LockHeld, PendingMigrations
 from mnemostore.core.protocol import Backend
 from mnemostore.core.records import KINDS
@@ -130,7 +131,8 @@ def test_tenants_leaves_out_emptied_tenants(mode: str, tmp_path: Path) -> None:
         assert backend.tenants("checkpoint") == []
         if mode.startswith("qdrant"):  # the scroll a server without facets falls back to agrees
             for kind in ("outcome", "heuristic"):
-                scrolled = backend._scrolled_tenant_values(backend.layout.name(kind))  # type: ignore[attr-defined]
+                scrolled = run_sync(backend.operations.scrolled_tenant_values(  # type: ignore[attr-defined]
+                    backend.layout.name(kind)))
                 assert {v or None for v in scrolled} == set(backend.tenants(kind))
 
 

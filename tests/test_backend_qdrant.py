@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.native_async_qdrant import NativeQdrant
 
 import mnemostore
-from mnemostore import F
+from mnemostore import F, registry
 from mnemostore.backends.qdrant.ordered import delegable
 from mnemostore.core.errors import StoreNotFound
 from mnemostore.core.protocol import ID_ORDER, OrderKey
@@ -41,6 +42,29 @@ class TestQdrantOnDisk(ConformanceSuite):
     @pytest.fixture
     def store_url(self, tmp_path: Path) -> str:
         return f"qdrant://{tmp_path / 'store'}"
+
+
+@pytest.fixture
+def native_qdrant() -> Iterator[None]:
+    """`native-qdrant://`: the server's native async side over the local engine (tests/native_async_qdrant.py)."""
+    registry.register(NativeQdrant, replace=True)
+    yield
+    registry.unregister(NativeQdrant.name)
+
+
+class TestQdrantNativeAsync(ConformanceSuite):
+    """The async clauses through `QdrantAsyncSide` (a server store's native side), held to the results
+    the sync side gives in TestQdrantInMemory; the sync clauses are that class's."""
+
+    @pytest.fixture(autouse=True)
+    def _async_only(self, request: pytest.FixtureRequest) -> None:
+        callspec = getattr(request.node, "callspec", None)
+        if callspec is None or callspec.params.get("facade") != "async":
+            pytest.skip("the same engine's sync side runs in TestQdrantInMemory")
+
+    @pytest.fixture
+    def store_url(self, native_qdrant: None) -> str:
+        return f"native-qdrant://memory/{uuid.uuid4().hex}"
 
 
 @pytest.mark.skipif(SERVER_URL is None, reason="set MNEMOSTORE_TEST_QDRANT_URL=qdrant+http://host:6333 to run")

@@ -49,7 +49,7 @@ class DirectCalls:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self.lock: AbstractAsyncContextManager[Any] = _ThreadLock()
+        self.lock: AbstractAsyncContextManager[Any] = ThreadLock()
 
     async def __call__(self, method: str, *args: Any) -> Any:
         return getattr(self.backend, method)(*args)
@@ -61,11 +61,12 @@ class DirectCalls:
         self.backend.close()
 
 
-class _ThreadLock(AbstractAsyncContextManager[None]):
-    """A `threading.Lock` entered with `async with`; it blocks instead of suspending."""
+class ThreadLock(AbstractAsyncContextManager[None]):
+    """A thread lock (a new `threading.Lock`, or `lock`) entered with `async with`; it blocks instead
+    of suspending: what code shared with an async side locks with when a sync driver runs it."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, lock: threading.Lock | threading.RLock | None = None) -> None:
+        self._lock = threading.Lock() if lock is None else lock
 
     async def __aenter__(self) -> None:
         self._lock.acquire()

@@ -29,72 +29,34 @@ import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import orjson
 
-from ...core.approximate_ranking import approximate, rank_approximate, rank_exact
-from ...core.batching import chunks
+from ...core.async_sides import Direct
+from ...core.calls import ThreadLock, run_sync
 from ...core.capabilities import Capability
 from ...core.errors import BackendError, MnemostoreError, SchemaMismatch
-from ...core.filters import And, Cmp, Expr, matches
+from ...core.filters import Expr
 from ...core.kinds import record_type
-from ...core.protocol import Backend, Hit, OrderKey, apply_update
+from ...core.protocol import Backend, Hit, OrderKey
 from ...core.records import Record
 from ...core.vectors import Vector
-from ...core.vectorsearch import scores
 from ...migrations.locking import FileLock, MigrationLock
 from .connect import acquire, max_batch_size, process_migration_lock, release, write_lock
 from .lock import ChromaRowLock
+from .native import ChromaAsyncSide
+from .operations import SPACES, Io, Operations
 from .options import ChromaOptions, Location, locate
 from .registry import TenantRegistry
-from .rows import (
-    chroma_vector,
-    document_of,
-    index_vector,
-    metadata_of,
-    metadata_vector,
-    placeholders,
-    record_of,
-    stored_vector,
-    vector_matrix,
-    view_of,
-)
-from .where import translate
+from .rows import placeholders
 
 if TYPE_CHECKING:
-    from chromadb.api import ClientAPI
-    from chromadb.api.models.Collection import Collection
+    from chromadb.api import AsyncClientAPI, ClientAPI
+    from chromadb.api.models.AsyncCollection import AsyncCollection
 
-SPACES = {"cosine": "cosine", "dot": "ip", "l2": "l2"}
-_Row = tuple[str, Any, str, dict[str, Any]]
-"""(id, index vector or None, document, metadata) of one row to write."""
 LIST_PAGE = 1000
 """Collections asked per `list_collections` request."""
-
-
-def _replacing(collection: Any, ids: list[str], metadatas: list[dict[str, Any]]) -> list[Any]:
-    """`metadatas` with every key an existing row has and the new one lacks set to None: Chroma's
-    upsert merges metadata, so a key left out would stay behind and keep matching filters."""
-    found = collection.get(ids=ids, include=["metadatas"])
-    old = {id: meta or {} for id, meta in zip(found["ids"], found["metadatas"] or [], strict=True)}
-    result: list[Any] = []
-    for id, metadata in zip(ids, metadatas, strict=True):
-        stale = old.get(id, {}).keys() - metadata.keys()
-        result.append({**metadata, **dict.fromkeys(stale)} if stale else metadata)
-    return result
-
-
-class _Pair(NamedTuple):
-    main: Collection
-    plain: Collection
-
-
-class _Match(NamedTuple):
-    id: str
-    in_main: bool
-    view: SimpleNamespace | None
 
 
 class ChromaBackend(Backend):
@@ -124,8 +86,8 @@ class ChromaBackend(Backend):
         self._location: Location = locate(url)
         self._client: ClientAPI | None = None
         self._client_key: tuple[object, ...] = ()
-        self._pairs: dict[tuple[str, str | None], _Pair] = {}
-        self._max_batch = 1000
+        self._operations: Operations | None = None
+        self.max_batch = 1000
         self._version = ""
 
     def __repr__(self) -> str:
@@ -142,7 +104,7 @@ class ChromaBackend(Backend):
             return None if location.path is not None and Path(location.path).is_dir() else False
         client, key = acquire(self.url, location, self.options)
         try:
-            with self._errors("looking for the store"):
+            with self.errors("looking for the store"):
                 names = {getattr(c, "name", c) for c in client.list_collections()}
             return self.options.prefix + "meta" in names
         finally:
@@ -153,18 +115,43 @@ class ChromaBackend(Backend):
 
         options = self.options
         self._client, self._client_key = acquire(self.url, self._location, options)
-        self._lock = write_lock((*self._location.key, options.chroma_tenant, options.database, options.prefix))
-        with self._errors("opening"):
-            self._max_batch = max_batch_size(self._client_key)
+        self._lock = write_lock(self.lock_key)
+        with self.errors("opening"):
+            self.max_batch = max_batch_size(self._client_key)
             self._meta = self._client.get_or_create_collection(
                 options.prefix + "meta", embedding_function=None, metadata={"mnemostore": "store parameters"})
-            self._registry = TenantRegistry(self._meta, self.write_meta)
-            self._registry.mark_if_new()
+            self.registry = TenantRegistry(self._meta, self.write_meta)
+            self.registry.mark_if_new()
         self._version = chromadb.__version__
+        locked = ThreadLock(self._lock)
+        self._operations = Operations(self, Io(client=cast("AsyncClientAPI", Direct(self._client)),
+                                               collection=lambda found: cast("AsyncCollection", Direct(found)),
+                                               writing=lambda: locked, blocking=_direct))
+
+    @property
+    def location(self) -> Location:
+        return self._location
+
+    @property
+    def lock_key(self) -> tuple[object, ...]:
+        """What the writes of this store's opens in one process serialise on (its Chroma and collection set)."""
+        options = self.options
+        return (*self._location.key, options.chroma_tenant, options.database, options.prefix)
+
+    @property
+    def is_open(self) -> bool:
+        return self._client is not None
+
+    @property
+    def operations(self) -> Operations:
+        """The record calls (`operations.py`), driven here over the sync client."""
+        if self._operations is None:
+            raise BackendError(f"{self!r} is closed")
+        return self._operations
 
     def close(self) -> None:
         client, self._client = self._client, None
-        self._pairs.clear()
+        self._operations = None
         if client is not None:
             release(self._client_key)
 
@@ -177,10 +164,10 @@ class ChromaBackend(Backend):
         try:
             assert self._client is not None
             client = self._client
-            with self._errors("dropping the store"):
-                if not self._registry.complete():
-                    self._registry.adopt(self._listed_tenants())
-                names = [self.collection_name(kind, tenant) for kind, tenant in self._registry.entries()]
+            with self.errors("dropping the store"):
+                if not self.registry.complete():
+                    self.registry.adopt(self._listed_tenants())
+                names = [self.collection_name(kind, tenant) for kind, tenant in self.registry.entries()]
                 for name in [*names, *(name + "-novec" for name in names), self.options.prefix + "meta"]:
                     with suppress(NotFoundError):
                         client.delete_collection(name)
@@ -200,14 +187,14 @@ class ChromaBackend(Backend):
         return facts
 
     def read_meta(self, key: str) -> Any:
-        with self._errors("reading store parameters"):
+        with self.errors("reading store parameters"):
             found = self._meta.get(ids=[key], include=["documents"])
         documents = found["documents"] or []
         return orjson.loads(documents[0]) if found["ids"] and documents[0] is not None else None
 
     def write_meta(self, key: str, value: Any) -> None:
         """Set `key`'s row in the meta collection (None deletes it)."""
-        with self._errors("writing store parameters"):
+        with self.errors("writing store parameters"):
             if value is None:
                 self._meta.delete(ids=[key])
             else:
@@ -234,14 +221,14 @@ class ChromaBackend(Backend):
         record_type(kind)
         if self._client is None:
             raise BackendError(f"{self!r} is closed")
-        with self._errors(f"listing the tenants of {kind} records"):
-            if not self._registry.complete():
+        with self.errors(f"listing the tenants of {kind} records"):
+            if not self.registry.complete():
                 with self._lock:
-                    self._registry.adopt(self._listed_tenants())
+                    self.registry.adopt(self._listed_tenants())
             found: list[str | None] = []
-            for tenant in self._registry.tenants(kind):
-                pair = self._pair(kind, tenant, create=False)
-                if pair is not None and (pair.main.count() or pair.plain.count()):
+            for tenant in self.registry.tenants(kind):
+                pair = run_sync(self.operations.pair(kind, tenant, create=False))
+                if pair is not None and (run_sync(pair.main.count()) or run_sync(pair.plain.count())):
                     found.append(tenant)
             return found
 
@@ -273,37 +260,7 @@ class ChromaBackend(Backend):
             return base
         return f"{base}.t{hashlib.sha256(tenant.encode()).hexdigest()[:24]}"
 
-    def _pair(self, kind: str, tenant: str | None, create: bool) -> _Pair | None:
-        """The kind's collections for a tenant; None when they do not exist and `create` is False."""
-        pair = self._pairs.get((kind, tenant))
-        if pair is not None:
-            return pair
-        if self._client is None:
-            raise BackendError(f"{self!r} is closed")
-        options, metric = self.options, self.params.metric
-        name = self.collection_name(kind, tenant)
-        labels = {"mnemostore": "records", "kind": kind, "tenant": tenant or "", "metric": metric}
-        if create:
-            main = self._client.get_or_create_collection(
-                name, embedding_function=None, metadata=labels,
-                configuration=cast(Any, {"hnsw": {"space": SPACES[metric], "ef_search": options.ef_search,
-                                                  "ef_construction": options.ef_construction,
-                                                  "max_neighbors": options.max_neighbors}}))
-            plain = self._client.get_or_create_collection(
-                name + "-novec", embedding_function=None, metadata={**labels, "mnemostore": "records, no vectors"})
-        else:
-            try:
-                main = self._client.get_collection(name, embedding_function=None)
-                plain = self._client.get_collection(name + "-novec", embedding_function=None)
-            except Exception as exc:
-                if _is_not_found(exc):
-                    return None  # nothing was ever written here (or a writer is creating it right now)
-                raise
-        self._check(main, tenant)
-        pair = self._pairs[(kind, tenant)] = _Pair(main, plain)
-        return pair
-
-    def _check(self, main: Collection, tenant: str | None) -> None:
+    def check_collection(self, main: Any, tenant: str | None) -> None:
         """The collection is this tenant's, with the store's metric and dimension."""
         if (main.metadata or {}).get("tenant", "") != (tenant or ""):
             raise SchemaMismatch(f"the Chroma collection {main.name!r} belongs to another tenant")
@@ -319,8 +276,33 @@ class ChromaBackend(Backend):
                 f"the Chroma collection {main.name!r} holds {dimension}-dimensional vectors, "
                 f"but this store's dimension is {self.params.dimension}")
 
+    # records: written once in `operations.py`, driven here over the sync client ------------
+    def put(self, kind: str, records: Sequence[Record]) -> None:
+        run_sync(self.operations.put(kind, records))
+
+    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        return run_sync(self.operations.delete(kind, tenant, where))
+
+    def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
+               inc: Mapping[str, int | float]) -> Record | None:
+        return run_sync(self.operations.update(kind, tenant, id, set, inc))
+
+    def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
+        return run_sync(self.operations.get(kind, tenant, ids, vectors))
+
+    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+              limit: int | None, vectors: bool = True) -> list[Record]:
+        return run_sync(self.operations.query(kind, tenant, where, order, limit, vectors))
+
+    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        return run_sync(self.operations.count(kind, tenant, where))
+
+    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
+               vectors: bool = True) -> list[Hit]:
+        return run_sync(self.operations.search(kind, tenant, vector, k, where, vectors))
+
     @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
+    def errors(self, action: str) -> Iterator[None]:
         """Chroma's errors as BackendError naming the store (masked) and what was being done."""
         try:
             yield
@@ -331,265 +313,8 @@ class ChromaBackend(Backend):
                 f"Chroma at {self.url.masked} failed while {action}: {type(exc).__name__}: {self.url.scrub(str(exc))}"
             ) from exc
 
-    # writing -------------------------------------------------------------------------------
-    def put(self, kind: str, records: Sequence[Record]) -> None:
-        by_tenant: dict[str | None, list[Record]] = {}
-        for record in records:
-            by_tenant.setdefault(record.tenant_id, []).append(record)
-        with self._lock, self._errors(f"writing {kind} records"):
-            self._registry.register((kind, tenant, self.collection_name(kind, tenant)) for tenant in by_tenant)
-            for tenant, batch in by_tenant.items():
-                pair = self._pair(kind, tenant, create=True)
-                assert pair is not None
-                self._write(pair, batch)
-
-    def _write(self, pair: _Pair, records: Sequence[Record]) -> None:
-        import numpy as np
-
-        metric = self.params.metric
-        exact_vector = metric == "cosine"
-        with_vectors: list[_Row] = []
-        without: list[_Row] = []
-        for record in records:
-            document = document_of(record)
-            if record.embedding is not None:
-                with_vectors.append((record.id, index_vector(record.embedding, metric), document,
-                                     metadata_of(record, exact_vector)))
-            else:
-                without.append((record.id, None, document, metadata_of(record, False)))
-        for rows, target, other in ((with_vectors, pair.main, pair.plain), (without, pair.plain, pair.main)):
-            for chunk in self._chunks(rows):
-                ids = [row[0] for row in chunk]
-                embeddings = np.stack([row[1] for row in chunk]) if target is pair.main else placeholders(len(chunk))
-                target.upsert(ids=ids, embeddings=embeddings, documents=[row[2] for row in chunk],
-                              metadatas=_replacing(target, ids, [row[3] for row in chunk]))
-                moved = other.get(ids=ids, include=[])["ids"]  # records that gained or lost their vector
-                if moved:
-                    other.delete(ids=moved)
-
-    def _chunks(self, rows: list[_Row]) -> Iterator[list[_Row]]:
-        """Rows in requests of at most Chroma's batch size and `max_request_bytes` of documents."""
-        def size(row: _Row) -> int:
-            return len(row[2]) if row[2].isascii() else len(row[2].encode("utf-8"))
-
-        return chunks(rows, self._max_batch, self.options.max_request_bytes, size)
-
-    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        with self._lock, self._errors(f"deleting {kind} records"):
-            pair = self._pair(kind, tenant, create=False)
-            if pair is None:
-                return 0
-            found = self._matching(kind, pair, where, views=False)
-            for collection, in_main in ((pair.main, True), (pair.plain, False)):
-                doomed = [match.id for match in found if match.in_main == in_main]
-                for start in range(0, len(doomed), self._max_batch):
-                    collection.delete(ids=doomed[start:start + self._max_batch])
-            return len(found)
-
-    def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
-               inc: Mapping[str, int | float]) -> Record | None:
-        with self._lock, self._errors(f"updating a {kind} record"):
-            pair = self._pair(kind, tenant, create=False)
-            found = self._records(kind, pair, [(id, True), (id, False)], True) if pair is not None else []
-            if not found or pair is None:
-                return None
-            record = apply_update(found[0], set, inc)
-            self._write(pair, [record])
-            return record
-
-    # reading -------------------------------------------------------------------------------
-    def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
-        with self._errors(f"reading {kind} records"):
-            pair = self._pair(kind, tenant, create=False)
-            if pair is None:
-                return []
-            return self._records(kind, pair, [(i, True) for i in ids] + [(i, False) for i in ids], vectors)
-
-    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
-              limit: int | None, vectors: bool = True) -> list[Record]:
-        with self._errors(f"querying {kind} records"):
-            pair = self._pair(kind, tenant, create=False)
-            if pair is None:
-                return []
-            found = self._matching(kind, pair, where, views=True)
-            for key in reversed(order):
-                found.sort(key=_sort_key(key.field), reverse=key.descending)
-            if limit is not None:
-                found = found[:limit]
-            return self._records(kind, pair, [(match.id, match.in_main) for match in found], vectors)
-
-    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        with self._errors(f"counting {kind} records"):
-            pair = self._pair(kind, tenant, create=False)
-            return 0 if pair is None else len(self._matching(kind, pair, where, views=False))
-
-    def _matching(self, kind: str, pair: _Pair, where: Expr | None, views: bool) -> list[_Match]:
-        """Rows matching `where`: Chroma filters by the translation, Python re-checks what it
-        could not express exactly. One row per record."""
-        cls = record_type(kind)
-        ids, rest = _split_ids(where)
-        translation = translate(rest, cls)
-        if translation.clause is False or ids == []:
-            return []
-        clause = translation.clause if translation.clause is not True else None
-        need_views = views or not translation.exact
-        found: dict[str, _Match] = {}
-        for collection, in_main in ((pair.main, True), (pair.plain, False)):
-            for chunk in _batches(ids, self._max_batch):
-                result = collection.get(ids=chunk, where=cast(Any, clause),
-                                        include=["metadatas"] if need_views else [])
-                metadatas = result["metadatas"] if need_views else None
-                for index, found_id in enumerate(result["ids"]):
-                    if found_id in found:
-                        continue
-                    view = view_of(cls, dict(metadatas[index])) if metadatas is not None else None
-                    if not translation.exact and not matches(rest, view):
-                        continue
-                    found[found_id] = _Match(found_id, in_main, view)
-        return list(found.values())
-
-    def _records(self, kind: str, pair: _Pair, wanted: Sequence[tuple[str, bool]], vectors: bool) -> list[Record]:
-        """Records for (id, in main collection) pairs, in that order, missing ones left out."""
-        rows: dict[str, tuple[str, bytes | None]] = {}
-        cosine = self.params.metric == "cosine"
-        for collection, in_main in ((pair.main, True), (pair.plain, False)):
-            ids = list(dict.fromkeys(i for i, main in wanted if main == in_main and i not in rows))
-            include: list[str] = ["documents"]
-            if vectors and in_main:
-                include.append("metadatas" if cosine else "embeddings")
-            for chunk in _batches(ids, self._max_batch):
-                if not chunk:
-                    continue
-                result = collection.get(ids=chunk, include=cast(Any, include))
-                documents = result["documents"] or []
-                for index, found_id in enumerate(result["ids"]):
-                    vector = None
-                    if vectors and in_main:
-                        vector = (metadata_vector((result["metadatas"] or [])[index]) if cosine
-                                  else chroma_vector(_at(result["embeddings"], index)))
-                    rows.setdefault(found_id, (documents[index], vector))
-        records: list[Record] = []
-        for record_id in dict.fromkeys(i for i, _ in wanted):
-            row = rows.get(record_id)
-            if row is not None:
-                records.append(record_of(kind, *row))
-        return records
-
-    # search ---------------------------------------------------------------------------------
-    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
-               vectors: bool = True) -> list[Hit]:
-        import numpy as np
-
-        cls = record_type(kind)
-        metric = self.params.metric
-        translation = translate(where, cls)
-        if translation.clause is False:
-            return []
-        clause = translation.clause if translation.clause is not True else None
-        query = np.asarray(vector, dtype=np.float32)
-        probe = index_vector(query, metric)
-        wide_query = query.astype(np.float64)
-        cosine = metric == "cosine"
-        # Chroma reads a row's metadata with its document (no extra cost); distances come free
-        include = ["documents", "metadatas", "distances"] if cosine else \
-            ["documents", "metadatas", "distances", "embeddings"]
-        asked = k + 1  # one beyond k shows whether the k-th is clear of what was not fetched
-        with self._errors(f"searching {kind} records"):
-            pair = self._pair(kind, tenant, create=False)
-            if pair is None:
-                return []
-            while True:
-                result = pair.main.query(query_embeddings=cast(Any, [probe]), n_results=asked, where=cast(Any, clause),
-                                         include=cast(Any, include))
-                found = _Candidates(result, cosine, wide_query, metric)
-                ids = found.ids
-                if not ids:
-                    return []
-                kept = range(len(ids)) if translation.exact else \
-                    [i for i in range(len(ids)) if matches(where, view_of(cls, dict(found.metadatas[i])))]
-                complete = len(ids) < asked
-                approx = approximate(found.distances, metric)
-                best = rank_exact(found.rescore(list(range(len(ids)))), kept, ids, k, metric, complete) \
-                    if approx is None else rank_approximate(approx, kept, ids, k, metric, complete, len(query),
-                                                            found.rescore)
-                if best is not None:
-                    break
-                asked *= 4
-        return [Hit(record_of(kind, found.documents[i], found.exact(i) if vectors else None), score)
-                for i, score in best]
-
-
-class _Candidates:
-    """One search request's answer, in Chroma's order; exact vectors decoded on demand."""
-
-    def __init__(self, result: Any, cosine: bool, query: Any, metric: str) -> None:
-        self.ids: list[str] = result["ids"][0]
-        self.documents: list[str] = (result["documents"] or [[]])[0]
-        self.metadatas: list[Any] = (result["metadatas"] or [[]])[0]
-        self.distances: list[float] = (result["distances"] or [[]])[0]
-        self._embeddings = _at(result["embeddings"], 0)
-        self._cosine, self._query, self._metric = cosine, query, metric
-
-    def exact(self, position: int) -> bytes:
-        return stored_vector(self.metadatas[position], _at(self._embeddings, position), self._cosine)
-
-    def rescore(self, positions: list[int]) -> Any:
-        """Core's exact scores of the candidates at `positions` (float64 in, as the memory backend)."""
-        matrix = vector_matrix([self.exact(p) for p in positions]).astype("float64")
-        return scores(matrix, self._query, self._metric)
-
 
 _DEFAULT_SCOPE = (ChromaOptions.model_fields["chroma_tenant"].default, ChromaOptions.model_fields["database"].default)
-
-
-def _at(values: Any, index: int) -> Any:
-    return None if values is None else values[index]
-
-
-def _is_not_found(exc: Exception) -> bool:
-    from chromadb.errors import NotFoundError
-
-    return isinstance(exc, NotFoundError) or "does not exist" in str(exc)
-
-
-def _sort_key(field: str) -> Any:
-    def key(match: _Match) -> tuple[bool, Any]:
-        value = getattr(match.view, field)
-        return (value is not None, value if value is not None else 0)  # None first ascending
-
-    return key
-
-
-def _split_ids(where: Expr | None) -> tuple[list[str] | None, Expr | None]:
-    """An `id` equality or membership at the top of `where` becomes ids to fetch directly."""
-    def ids_of(expr: Expr) -> list[str] | None:
-        if isinstance(expr, Cmp) and expr.field == ("id",):
-            if expr.op == "in":
-                return [value for value in expr.value if value is not None]
-            if expr.op == "eq":
-                return [] if expr.value is None else [expr.value]
-        return None
-
-    if where is None:
-        return None, None
-    found = ids_of(where)
-    if found is not None:
-        return found, None
-    if isinstance(where, And):
-        for index, item in enumerate(where.items):
-            found = ids_of(item)
-            if found is not None:
-                rest = where.items[:index] + where.items[index + 1:]
-                return found, (rest[0] if len(rest) == 1 else And(rest)) if rest else None
-    return None, where
-
-
-def _batches(ids: list[str] | None, size: int) -> Iterator[list[str] | None]:
-    if ids is None:
-        yield None
-        return
-    for start in range(0, len(ids), size):
-        yield ids[start:start + size]
 
 
 class ChromaServerBackend(ChromaBackend):
@@ -604,3 +329,10 @@ class ChromaServerBackend(ChromaBackend):
     """A shared server: opening a store never migrates it behind its other users' backs."""
     schemes: ClassVar[tuple[str, ...]] = ("chroma+http", "chroma+https")
     capabilities: ClassVar[frozenset[Capability]] = ChromaBackend.capabilities - {Capability.ATOMIC_UPDATE}
+    async_backend = ChromaAsyncSide
+    """`open_async` awaits the record calls on chromadb's `AsyncHttpClient` (`native.py`); embedded
+    Chroma has no async client, its stores keep the executor."""
+
+
+async def _direct(call: Any, *args: Any) -> Any:
+    return call(*args)

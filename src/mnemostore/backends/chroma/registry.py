@@ -56,8 +56,15 @@ class TenantRegistry:
 
     def register(self, entries: Iterable[tuple[str, str | None, str]]) -> None:
         """Register (kind, tenant, collection name) entries this open store has not registered yet."""
-        fresh = {ROW_PREFIX + name: (kind, tenant) for kind, tenant, name in entries
-                 if ROW_PREFIX + name not in self._registered}
+        self.register_fresh(self.fresh(entries))
+
+    def fresh(self, entries: Iterable[tuple[str, str | None, str]]) -> dict[str, tuple[str, str | None]]:
+        """The entries this open store has not registered yet, as `register_fresh` takes them (no I/O)."""
+        return {ROW_PREFIX + name: (kind, tenant) for kind, tenant, name in entries
+                if ROW_PREFIX + name not in self._registered}
+
+    def register_fresh(self, fresh: dict[str, tuple[str, str | None]]) -> None:
+        """Write the registration rows of `fresh` (from `fresh`)."""
         if not fresh:
             return
         ids = list(fresh)

@@ -11,12 +11,14 @@ last Store closes, so another process may open it.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import BackendError
 from ...core.private_files import make_directories
@@ -38,7 +40,21 @@ class Handle:
     """Local engine only (no other process writes): collection -> the `_t` values it may hold."""
     migration_lock: ProcessLock = field(default_factory=ProcessLock)
     """In-memory stores: the migration runners' lock, as shared as the store itself."""
+    async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
+        default_factory=weakref.WeakKeyDictionary)
+    """Per event loop: the writes lock of the native async sides of this location's stores on it."""
     users: int = 0
+
+
+def async_write_lock(handle: Handle) -> asyncio.Lock:
+    """The lock the native async sides of `handle`'s stores on the running event loop write under:
+    their updates are atomic among themselves (not with a sync Store's, which take `handle.lock`)."""
+    loop = asyncio.get_running_loop()
+    with _HANDLES_LOCK:
+        lock = handle.async_locks.get(loop)
+        if lock is None:
+            lock = handle.async_locks[loop] = asyncio.Lock()
+        return lock
 
 
 _HANDLES: dict[tuple[str, ...], Handle] = {}
@@ -105,5 +121,10 @@ def _connect(location: Location, options: QdrantOptions) -> QdrantClient:
                 f"the Qdrant store in {location.path} is open in another process; Qdrant's local mode "
                 "allows one process at a time: close the other one, or use a Qdrant server "
                 "(qdrant+http://host:6333) for several processes") from exc
-    return QdrantClient(url=location.server_url, api_key=location.api_key, prefer_grpc=options.prefer_grpc,
-                        grpc_port=options.grpc_port, timeout=options.timeout)
+    return QdrantClient(**server_options(location, options))
+
+
+def server_options(location: Location, options: QdrantOptions) -> dict[str, Any]:
+    """The arguments of a client (`QdrantClient` or `AsyncQdrantClient`) for a server location."""
+    return {"url": location.server_url, "api_key": location.api_key, "prefer_grpc": options.prefer_grpc,
+            "grpc_port": options.grpc_port, "timeout": options.timeout}

@@ -91,6 +91,14 @@ class Layout:
     def exists(self, kind: str) -> bool:
         return self._learn(self.name(kind))
 
+    def known(self, kind: str) -> bool:
+        """Whether the kind's collection is known to exist, without asking Qdrant (`exists` may ask)."""
+        return self.name(kind) in self.handle.collections
+
+    def known_vector(self, kind: str) -> bool:
+        """Whether the kind's collection is known to have the vector, without asking (`has_vector` may ask)."""
+        return self.handle.collections.get(self.name(kind)) is True
+
     def has_vector(self, kind: str) -> bool:
         name = self.name(kind)
         if self.server and self.handle.collections.get(name) is False:
@@ -99,16 +107,23 @@ class Layout:
 
     def ensure(self, kind: str, params: StoreParams) -> str:
         """The kind's collection, created if missing, with the vector once the dimension is known."""
-        name = self.name(kind)
-        cached = self.handle.collections.get(name)
-        if cached or (cached is False and params.dimension is None):
+        name = self.ready(kind, params)
+        if name is not None:
             return name
+        name = self.name(kind)
         with self.handle.lock:
             if not self._learn(name):
                 self._create(name, params, kind)
             elif params.dimension is not None and not self.handle.collections[name]:
                 self._add_vector(name, params)
         return name
+
+    def ready(self, kind: str, params: StoreParams) -> str | None:
+        """The kind's collection name if `ensure` has nothing to do (known, with the vector the
+        parameters call for), without asking Qdrant; else None."""
+        name = self.name(kind)
+        cached = self.handle.collections.get(name)
+        return name if cached or (cached is False and params.dimension is None) else None
 
     def _vector_config(self, params: StoreParams) -> models.VectorParams:
         from qdrant_client import models

@@ -13,7 +13,7 @@ costs about `limit` rows plus the ties at its edges, not every match.
 from __future__ import annotations
 
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -41,9 +41,9 @@ class Batch(NamedTuple):
     exhausted: bool
 
 
-Scan = Callable[[Expr | None], list[Record]]
+Scan = Callable[[Expr | None], Awaitable[list[Record]]]
 """Every record matching a filter exactly, in any order."""
-Scroll = Callable[[Expr | None, str, bool, Any, int], Batch]
+Scroll = Callable[[Expr | None, str, bool, Any, int], Awaitable[Batch]]
 """An `order_by` scroll: (filter, field, descending, start value or None, how many points)."""
 
 
@@ -62,18 +62,19 @@ def order_value(value: Any) -> Any:
     return codec.instant_micros(value) if isinstance(value, datetime) else value
 
 
-def ordered_page(kind: str, where: Expr | None, key: OrderKey, limit: int, scan: Scan, scroll: Scroll) -> list[Record]:
+async def ordered_page(kind: str, where: Expr | None, key: OrderKey, limit: int, scan: Scan,
+                       scroll: Scroll) -> list[Record]:
     """The first `limit` records matching `where` in the order (key, id), as `sort_records` orders them."""
-    def missing() -> list[Record]:
-        found = scan(all_of(where, Cmp((key.field,), "eq", None))) if _nullable(kind, key.field) else []
+    async def missing() -> list[Record]:
+        found = await scan(all_of(where, Cmp((key.field,), "eq", None))) if _nullable(kind, key.field) else []
         return sorted(found, key=_id)
 
-    page = [] if key.descending else missing()[:limit]
+    page = [] if key.descending else (await missing())[:limit]
     bound = where
     start: Any = None
     size = limit - len(page) + 1 + SPARE
     while len(page) < limit:
-        batch = scroll(bound, key.field, key.descending, start, size)
+        batch = await scroll(bound, key.field, key.descending, start, size)
         rows = [record for record, kept in zip(batch.records, batch.kept, strict=True) if kept]
         if batch.exhausted:
             page.extend(sort_records(rows, (key, ID_ORDER)))
@@ -82,12 +83,12 @@ def ordered_page(kind: str, where: Expr | None, key: OrderKey, limit: int, scan:
         page.extend(sort_records([r for r in rows if getattr(r, key.field) != edge], (key, ID_ORDER)))
         if len(page) >= limit:
             break
-        page.extend(sorted(scan(all_of(bound, Cmp((key.field,), "eq", edge))), key=_id))
+        page.extend(sorted(await scan(all_of(bound, Cmp((key.field,), "eq", edge))), key=_id))
         bound = all_of(where, Cmp((key.field,), "lt" if key.descending else "gt", edge))
         start = edge
         size = max(2 * size, limit - len(page) + 1 + SPARE)
     if key.descending and len(page) < limit:
-        page.extend(missing())
+        page.extend(await missing())
     return page[:limit]
 
 
