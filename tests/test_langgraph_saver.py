@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import operator
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypedDict
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
 
 import mnemostore
@@ -139,7 +142,7 @@ def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) ->
                            {"source": "loop", "step": 0}, {})
         owner = store.checkpoints[mapping.checkpoint_record_id("t", "", checkpoint["id"])]
         store.checkpoints.put([owner.model_copy(update={"state": {**owner.state, "format": 1}})])
-        legacy = mapping.write_record(saver.serde, "t", "", checkpoint["id"], "task", "", 0, "ch", "old")
+        legacy, = mapping.write_records(saver.serde, "t", "", checkpoint["id"], "task", "", [(0, "ch", "old")])
         legacy_id = mapping.legacy_write_record_id("t", "", checkpoint["id"], "task", 0)
         store.checkpoints.put([legacy.model_copy(update={"id": legacy_id})])
 
@@ -281,3 +284,49 @@ def test_graph_interrupt_and_resume_in_a_new_process(backend: str, tmp_path: Pat
 
 if __name__ == "__main__":
     _child(*sys.argv[1:4])
+
+
+texts = st.text(max_size=12) | st.sampled_from(["", "a" * 520, "nul\x00", "lone \ud800"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(thread_id=texts, ns=texts, checkpoint_id=texts, task_id=texts, task_path=texts, channel=texts,
+       idx=st.integers(-3, 3) | st.just(2**63))
+def test_write_records_equal_what_validation_builds_or_fail_as_it_does(
+        thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str, channel: str, idx: int) -> None:
+    """`write_records` skips pydantic's pass for inputs it checked itself: its records must equal
+    `Record(...)`'s field for field, and inputs `Record(...)` refuses must be refused too."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from mnemostore.core.errors import ValidationError
+    from mnemostore.core.jsonvalues import check_text
+    from mnemostore.core.records import Checkpoint
+    from mnemostore.integrations.langgraph import mapping
+
+    serde = JsonPlusSerializer()
+    try:
+        built, = mapping.write_records(serde, thread_id, ns, checkpoint_id, task_id, task_path,
+                                       [(idx, channel, {"v": 1})])
+    except ValidationError:
+        built = None
+    reference: Checkpoint | None = None
+    texts = (thread_id, ns, checkpoint_id, task_id, task_path, channel)
+    if all(check_text(text) is None for text in texts):  # else refused before any id is made of them
+        owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
+        value_type, value_bytes = serde.dumps_typed({"v": 1})
+        with contextlib.suppress(ValidationError):
+            reference = Checkpoint(
+                id=f"{owner}{mapping.WRITES_INFIX}{mapping._digest(task_id, str(idx))}", run_id=thread_id,
+                branch_id=mapping.WRITES_BRANCH, node_id=owner, parent_ids=[owner],
+                state={"format": mapping.FORMAT, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
+                       "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel,
+                       "type": value_type},
+                payload=value_bytes)
+    assert (built is None) == (reference is None)
+    if built is not None and reference is not None:
+        mine, theirs = dict(built.__dict__), dict(reference.__dict__)
+        for stamp in ("created_at", "updated_at"):
+            mine.pop(stamp), theirs.pop(stamp)
+        assert mine == theirs
+        assert built.created_at == built.updated_at and built.created_at.tzinfo is not None
+        assert built.__pydantic_fields_set__ >= reference.__pydantic_fields_set__

@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
+import orjson
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -100,7 +101,9 @@ def new_id() -> str:
 
 
 Text = Annotated[str, AfterValidator(_text)]
-Identifier = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_text)]
+MAX_ID = 512
+"""Characters an id (or another identifier: run, branch, tenant) may have."""
+Identifier = Annotated[str, Field(min_length=1, max_length=MAX_ID), AfterValidator(_text)]
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata)]
 Embedding_ = Annotated[Any, PlainValidator(_vector), PlainSerializer(_dump_vector)]
 Payload = Annotated[bytes | None, PlainValidator(_payload), PlainSerializer(_dump_payload, when_used="json")]
@@ -294,6 +297,12 @@ class Checkpoint(Record):
 def hash_state(state: dict[str, Any]) -> str:
     """SHA-256 of the state's canonical JSON (sorted keys: equal states hash equally)."""
     return hashlib.sha256(dumps_json_document(state, "state")).hexdigest()
+
+
+def hash_exact_state(state: dict[str, Any]) -> str:
+    """`hash_state` of a state its caller built of checked text, ints and None only: the same bytes
+    without the proof that they read back equal (a walk that costs more than the hash)."""
+    return hashlib.sha256(orjson.dumps(state, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 class Embedding(Record):

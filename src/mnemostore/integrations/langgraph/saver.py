@@ -218,10 +218,10 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         records: dict[str, Record] = {}
         regular: dict[str, str] = {}  # ids a regular write may be stored under (this format's, format 1's) -> its id
         legacy = bool(writes) and self._has_legacy_writes()
-        for position, (channel, value) in enumerate(writes):
-            idx = WRITES_IDX_MAP.get(channel, position)
-            record = mapping.write_record(self.serde, thread_id, ns, checkpoint_id, task_id, task_path,
-                                          idx, channel, value)
+        numbered = [(WRITES_IDX_MAP.get(channel, position), channel, value)
+                    for position, (channel, value) in enumerate(writes)]
+        built = mapping.write_records(self.serde, thread_id, ns, checkpoint_id, task_id, task_path, numbered)
+        for (idx, _, _), record in zip(numbered, built, strict=True):
             records[record.id] = record
             if idx >= 0:
                 regular[record.id] = record.id
