@@ -330,3 +330,34 @@ def test_write_records_equal_what_validation_builds_or_fail_as_it_does(
         assert mine == theirs
         assert built.created_at == built.updated_at and built.created_at.tzinfo is not None
         assert built.__pydantic_fields_set__ >= reference.__pydantic_fields_set__
+
+
+serializable_texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)  # what msgpack takes
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats() | serializable_texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(serializable_texts, inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(thread_id=texts, ns=texts, checkpoint_id=texts, parent_id=st.none() | texts,
+       metadata=st.dictionaries(serializable_texts, json_values, max_size=4),
+       ts=st.sampled_from(["2026-11-26T10:00:00+00:00", "2026-11-26T10:00:00+02:00", "2026-11-26T10:00:00", "x"]))
+def test_a_checkpoint_record_is_what_validation_makes_of_its_fields(
+        thread_id: str, ns: str, checkpoint_id: str, parent_id: str | None, metadata: dict[str, Any], ts: str) -> None:
+    """`checkpoint_record` skips pydantic's pass for inputs it checked itself: validating the fields
+    of what it built gives the same record (and its refusals are ValidationErrors)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from mnemostore.core.errors import ValidationError
+    from mnemostore.core.records import Checkpoint
+    from mnemostore.integrations.langgraph import mapping
+
+    checkpoint = {**empty_checkpoint(), "id": checkpoint_id, "ts": ts}
+    try:
+        built = mapping.checkpoint_record(JsonPlusSerializer(), thread_id, ns, parent_id, checkpoint,
+                                          {**metadata, "step": 2})
+    except ValidationError:
+        return
+    revalidated = Checkpoint(**{name: value for name, value in built.__dict__.items() if name != "state_hash"})
+    assert revalidated.__dict__ == built.__dict__

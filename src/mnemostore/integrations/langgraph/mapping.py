@@ -143,43 +143,42 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
                       checkpoint: dict[str, Any], metadata: dict[str, Any]) -> Record:
     """One LangGraph checkpoint as a mnemostore record (channel values only for versioned channels)."""
     checkpoint_id = checkpoint["id"]
+    plain = _checked_texts({"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
+                            "parent_checkpoint_id": parent_id or ""})
     versions = checkpoint.get("channel_versions", {})
     stored = {**checkpoint,
               "channel_values": {k: v for k, v in checkpoint.get("channel_values", {}).items() if k in versions}}
     step = metadata.get("step")
     checkpoint_type, checkpoint_bytes = serde.dumps_typed(stored)
-    return Record(
-        id=checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id),
-        run_id=thread_id,
-        branch_id=branch_for(checkpoint_ns),
-        parent_ids=[checkpoint_record_id(thread_id, checkpoint_ns, parent_id)] if parent_id else [],
-        sequence=step + 1 if type(step) is int and -1 <= step < 2**62 else 0,
-        created_at=_created_at(checkpoint.get("ts")),
-        metadata=json_metadata(metadata),
-        state={"format": FORMAT, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
-               "checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id,
-               "type": checkpoint_type, "metadata": encode(serde, metadata)},
-        payload=checkpoint_bytes,
-    )
+    metadata_type, metadata_text = encode(serde, metadata)
+    record_id = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
+    parents = [checkpoint_record_id(thread_id, checkpoint_ns, parent_id)] if parent_id else []
+    branch = branch_for(checkpoint_ns)
+    fields = {
+        "id": record_id, "run_id": thread_id, "branch_id": branch, "parent_ids": parents,
+        "sequence": step + 1 if type(step) is int and -1 <= step < 2**62 else 0,
+        "created_at": _created_at(checkpoint.get("ts")), "updated_at": utcnow(),
+        "metadata": json_metadata(metadata),
+        "state": {"format": FORMAT, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+                  "checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id,
+                  "type": checkpoint_type, "metadata": [metadata_type, metadata_text]},
+        "payload": checkpoint_bytes,
+    }
+    plain = (plain and 0 < len(thread_id) <= MAX_ID and max(len(record_id), len(branch), *map(len, parents)) <= MAX_ID
+             and _plain_value(checkpoint_type, checkpoint_bytes) and check_text(metadata_type) is None)
+    return _record(fields, plain)
 
 
 def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
                   task_id: str, task_path: str, writes: list[tuple[int, str, Any]]) -> list[Record]:
     """A task's pending writes, (idx, channel, value) each, as records attached to their checkpoint's
-    record by `node_id` and `parent_ids`.
-
-    Every part is made here (hex digests, the time) or is one of the strings checked once below, so
-    the records are built without pydantic's pass (~10 us a record) and equal what `Record(...)`
-    builds; other inputs go through `Record(...)`, which names the field it refuses."""
-    texts = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
-             "task_id": task_id, "task_path": task_path, **{f"writes[{n}].channel": w[1] for n, w in enumerate(writes)}}
-    for name, text in texts.items():  # before any id is made of them
-        problem = check_text(text)
-        if problem is not None:
-            raise ValidationError.one(name, f"string {problem}")
+    record by `node_id` and `parent_ids`."""
+    plain = _checked_texts({"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
+                            "task_id": task_id, "task_path": task_path,
+                            **{f"writes[{n}].channel": write[1] for n, write in enumerate(writes)}})
     owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
     now = utcnow()
-    plain = 0 < len(thread_id) <= MAX_ID and len(owner) + len(WRITES_INFIX) + 32 <= MAX_ID
+    plain = plain and 0 < len(thread_id) <= MAX_ID and len(owner) + len(WRITES_INFIX) + 32 <= MAX_ID
     records: list[Record] = []
     for idx, channel, value in writes:
         value_type, value_bytes = serde.dumps_typed(value)
@@ -191,18 +190,39 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
                       "type": value_type},
             "payload": value_bytes, "created_at": now, "updated_at": now, "metadata": {},
         }
-        if (plain and type(idx) is int and -2**63 <= idx < 2**63 and type(value_bytes) is bytes
-                and check_text(value_type) is None):
-            records.append(cast(Record, trusted_record(Record, {
-                **_WRITE_DEFAULTS, **fields, "state_hash": hash_exact_state(fields["state"])})))
-        else:
-            records.append(Record(**fields))
+        records.append(_record(fields, plain and type(idx) is int and -2**63 <= idx < 2**63
+                               and _plain_value(value_type, value_bytes)))
     return records
 
 
-_WRITE_DEFAULTS: dict[str, Any] = {"tenant_id": None, "agent": None, "project_id": None, "embedding": None,
-                                   "sequence": 0, "update": None}
-"""The fields of a write record that `write_records` leaves at their defaults."""
+def _checked_texts(texts: dict[str, Any]) -> bool:
+    """Refuse a text that cannot be stored, naming it, before any id is made of it; whether all are str."""
+    for name, text in texts.items():
+        if type(text) is not str:
+            return False  # Record(...) names what it is instead
+        problem = check_text(text)
+        if problem is not None:
+            raise ValidationError.one(name, f"string {problem}")
+    return True
+
+
+def _plain_value(value_type: Any, value_bytes: Any) -> bool:
+    return type(value_type) is str and check_text(value_type) is None and type(value_bytes) is bytes
+
+
+def _record(fields: dict[str, Any], plain: bool) -> Record:
+    """The record of `fields`, built without pydantic's pass (~10 us a record) when `plain`: every part
+    is made by this module or is a text checked by `_checked_texts` (tests hold the result equal to
+    `Record(...)`'s); otherwise `Record(...)`, which names the field it refuses."""
+    if not plain:
+        return Record(**fields)
+    data = {**_DEFAULTS, **fields, "state_hash": hash_exact_state(fields["state"])}
+    return cast(Record, trusted_record(Record, data))
+
+
+_DEFAULTS: dict[str, Any] = {"tenant_id": None, "agent": None, "project_id": None, "embedding": None,
+                             "node_id": "", "sequence": 0, "parent_ids": [], "update": None}
+"""Fields `_record` leaves at their defaults unless given (parent_ids is always given: never shared)."""
 
 
 def write_sort_key(record: Record) -> tuple[str, str, int]:
