@@ -224,3 +224,23 @@ def test_info_lists_the_shipped_kinds_with_their_counts(tmp_path: Path, capsys: 
     shown = json.loads(capsys.readouterr().out)["counts"]
     assert {kind: shown[kind] for kind in SEED_KINDS} == counts
     assert np.all([shown[kind] == 0 for kind in mnemostore.KINDS])
+
+
+def test_the_declaration_in_the_docs_is_the_shipped_one() -> None:
+    """docs/kinds.md writes `WorkflowOutcome` out as an application would: it must declare what the module does."""
+    from tests.docs_snippets import ROOT, parse
+
+    from mnemostore.core.kinds import kinds
+
+    block = next(b for b in parse(ROOT / "docs" / "kinds.md")[0] if "class WorkflowOutcome" in b.code)
+    kinds.unregister("workflow_outcome")  # the page's class takes the name for this test (`seeds` forgets it)
+    namespace: dict[str, Any] = {"__name__": "docs_kinds"}
+    exec(compile(block.code, "docs/kinds.md", "exec", dont_inherit=True), namespace)
+    documented = namespace["WorkflowOutcome"]
+    assert documented.model_json_schema()["properties"] == WorkflowOutcome.model_json_schema()["properties"]
+    assert (documented.filterable, documented.incrementable, documented.indexes) == \
+        (WorkflowOutcome.filterable, WorkflowOutcome.incrementable, WorkflowOutcome.indexes)
+    outcome = {"workflow_id": "deploy", "run_id": "r-1", "result": "partial", "summary": "s"}
+    assert documented(**outcome).embedding_text() == WorkflowOutcome(**outcome).embedding_text() == "s"
+    with pytest.raises(ValidationError, match="result: must be one of success"):
+        documented(**{**outcome, "result": "won"})
