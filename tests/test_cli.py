@@ -11,13 +11,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.seed_kinds import seed_kinds
 
 import mnemostore
 from mnemostore.cli import main
 from mnemostore.demo import DEMO_DIMENSION, PROJECT, HashingEmbedder
 from mnemostore.demo import run as run_demo
 
-EXPECTED_COUNTS = {"outcome": 5, "heuristic": 6, "anti_pattern": 3, "checkpoint": 5, "embedding": 0}
+BUILT_IN_COUNTS = {"outcome": 5, "heuristic": 6, "anti_pattern": 3, "checkpoint": 5, "embedding": 0}
+"""What the demo writes of the built-in kinds: all a fresh process's `info` knows to list."""
+DEMO_COUNTS = {**BUILT_IN_COUNTS, "workflow_outcome": 3}
+EXPECTED_COUNTS = {**DEMO_COUNTS, "artifact_ref": 0, "user_preference": 0, "domain_knowledge": 0,
+                   "session_handoff": 0}
+"""`info` in this process, which knows every shipped kind (`seeds`)."""
+
+
+@pytest.fixture(autouse=True)
+def seeds() -> Iterator[None]:
+    """The shipped kinds, which the demo uses, registered for each test and forgotten after it."""
+    with seed_kinds():
+        yield
 
 
 @pytest.fixture
@@ -46,6 +59,9 @@ def test_demo_writes_memory_and_recalls_it_with_a_filtered_search(
     rows = [line for line in search.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 3 and all("  coder  " in row for row in rows)
     assert "a test fails intermittently on CI but passes locally" in rows[0]
+    runs = out.split("Workflow outcomes (mnemostore.kinds.workflow) nearest to it, where "
+                     "F.workflow_id == 'fix-flaky-test':", 1)[1].split("Reinforced", 1)[0]
+    assert [line.split()[2] for line in runs.splitlines() if line.strip()[:1].isdigit()] == ["failure", "success"]
     assert "confidence 0.75 -> 0.79 (4 of 5 uses succeeded)" in out
     assert "merge <- run_tests <- edit <- plan" in out
     assert "Restored the latest state as RunState" in out
@@ -108,7 +124,9 @@ def test_demo_report_filters_inside_the_search() -> None:
         assert {a.agent for a, _ in report.anti_pattern_hits} <= {"coder", "reviewer"}
         scores = [score for _, score in report.heuristic_hits]
         assert scores == sorted(scores, reverse=True)
-        assert report.counts == EXPECTED_COUNTS
+        assert report.counts == DEMO_COUNTS
+        assert [run.result for run, _ in report.workflow_hits] == ["failure", "success"]
+        assert {run.workflow_id for run, _ in report.workflow_hits} == {"fix-flaky-test"}
         assert store.heuristics.count({"project_id": PROJECT}) == 6
 
 
@@ -209,7 +227,7 @@ def test_python_dash_m_runs_demo_info_and_backends_in_fresh_processes(store_url:
     assert "a test fails intermittently on CI but passes locally" in demo.stdout
     info = run("info", "--json")
     assert info.returncode == 0, info.stderr
-    assert json.loads(info.stdout)["counts"] == EXPECTED_COUNTS  # persisted across processes
+    assert json.loads(info.stdout)["counts"] == BUILT_IN_COUNTS  # persisted across processes
 
     listed = run("backends", "--json", extra_path=True)
     assert listed.returncode == 0, listed.stderr

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from .core.store import Store
+    from .kinds.workflow import WorkflowOutcome
 
 DEMO_DIMENSION = 128
 """The demo's embedding dimension, the same on every run (a store holds one dimension)."""
@@ -97,6 +98,8 @@ class DemoReport:
     heuristic_filter: str
     anti_pattern_hits: list[tuple[AntiPattern, float]]
     anti_pattern_filter: str
+    workflow_hits: list[tuple[WorkflowOutcome, float]]
+    workflow_filter: str
     search_skipped: str | None
     reinforced: Reinforced
     seen: AntiPattern
@@ -160,6 +163,20 @@ _ANTI_PATTERNS: list[dict[str, Any]] = [
 ]
 
 
+WORKFLOW = "fix-flaky-test"
+_WORKFLOW_OUTCOMES: list[dict[str, Any]] = [
+    {"slug": "first-try", "workflow_id": WORKFLOW, "run_id": f"{PROJECT}:run:first-try", "result": "failure",
+     "duration_seconds": 412.0, "node_count": 3, "strategies_used": ["retry decorator"],
+     "summary": "retried the intermittently failing CI test until it passed; it failed again the next day"},
+    {"slug": "fixed", "workflow_id": WORKFLOW, "run_id": RUN_ID, "result": "success", "duration_seconds": 655.0,
+     "node_count": 5, "strategies_used": ["fixed seed", "isolated temp dir"],
+     "summary": "reproduced the intermittent CI failure with a fixed seed and isolated the temp dir per test"},
+    {"slug": "search-index", "workflow_id": "speed-up-search", "run_id": f"{PROJECT}:run:search-index",
+     "result": "success", "duration_seconds": 230.0, "node_count": 4, "strategies_used": ["index"],
+     "summary": "added an index on the filtered column; the CI suite still passes"},
+]
+
+
 def run(store: Store, embed: HashingEmbedder | None = None) -> DemoReport:
     """Write the demo agent's memory into `store`, then recall from it."""
     embed = embed or HashingEmbedder()
@@ -176,8 +193,10 @@ def run(store: Store, embed: HashingEmbedder | None = None) -> DemoReport:
 
     heuristic_where = (F.project_id == PROJECT) & (F.agent == "coder")
     anti_where = {"project_id": PROJECT, "agent": {"$in": ["coder", "reviewer"]}}
+    workflow_where = F.workflow_id == WORKFLOW
     heuristic_hits: list[tuple[Heuristic, float]] = []
     anti_hits: list[tuple[AntiPattern, float]] = []
+    workflow_hits: list[tuple[WorkflowOutcome, float]] = []
     skipped = _search_unsupported(store)
     if skipped is None:
         query = embed(QUERY)
@@ -185,6 +204,8 @@ def run(store: Store, embed: HashingEmbedder | None = None) -> DemoReport:
                           for hit in store.heuristics.search(query, k=3, where=heuristic_where, vectors=False)]
         anti_hits = [(cast(AntiPattern, hit.record), hit.score)
                      for hit in store.anti_patterns.search(query, k=2, where=anti_where, vectors=False)]
+        workflow_hits = [(cast("WorkflowOutcome", hit.record), hit.score)
+                         for hit in store.search("workflow_outcome", query, 2, where=workflow_where, vectors=False)]
 
     target = _id("heuristic", "flaky-seed")
     before = store.heuristics[target].confidence
@@ -195,7 +216,7 @@ def run(store: Store, embed: HashingEmbedder | None = None) -> DemoReport:
     return DemoReport(
         url=store.backend.url.masked,
         written=written,
-        counts={kind: store.collection(kind).count({"project_id": PROJECT}) for kind in KINDS},
+        counts={kind: store.collection(kind).count({"project_id": PROJECT}) for kind in (*KINDS, "workflow_outcome")},
         coder_successes=coder_successes,
         coder_attempts=coder_attempts,
         query=QUERY,
@@ -203,6 +224,8 @@ def run(store: Store, embed: HashingEmbedder | None = None) -> DemoReport:
         heuristic_filter=f"(F.project_id == {PROJECT!r}) & (F.agent == 'coder')",
         anti_pattern_hits=anti_hits,
         anti_pattern_filter=repr(anti_where),
+        workflow_hits=workflow_hits,
+        workflow_filter=f"F.workflow_id == {WORKFLOW!r}",
         search_skipped=skipped,
         reinforced=reinforced,
         seen=seen,
@@ -235,7 +258,14 @@ def _write(store: Store, embed: HashingEmbedder) -> dict[str, int]:
     store.outcomes.put(outcomes)
     store.heuristics.put(heuristics)
     store.anti_patterns.put(anti_patterns)
-    return {"outcome": len(outcomes), "heuristic": len(heuristics), "anti_pattern": len(anti_patterns)}
+    from .kinds.workflow import WorkflowOutcome  # importing registers ALMA's workflow kinds
+
+    runs = [WorkflowOutcome(id=_id("workflow_outcome", w["slug"]), project_id=PROJECT, agent="coder",
+                            embedding=embed(w["summary"]), **{k: v for k, v in w.items() if k != "slug"})
+            for w in _WORKFLOW_OUTCOMES]
+    store.collection(WorkflowOutcome).put(runs)
+    return {"outcome": len(outcomes), "heuristic": len(heuristics), "anti_pattern": len(anti_patterns),
+            "workflow_outcome": len(runs)}
 
 
 MERGE_REDUCERS = declared_reducers(RunState)

@@ -12,16 +12,16 @@ if TYPE_CHECKING:
     from ..demo import DemoReport
 
 _PLURAL = {"outcome": "outcomes", "heuristic": "heuristics", "anti_pattern": "anti-patterns",
-           "checkpoint": "checkpoints", "embedding": "embeddings"}
+           "checkpoint": "checkpoints", "embedding": "embeddings", "workflow_outcome": "workflow outcomes"}
 
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "demo", help="write a small agent's memory into a store and recall it",
-        description="Write a coding agent's outcomes, heuristics, anti-patterns and checkpoints into a store "
-                    "(by default the embedded SQLite store, or $MNEMOSTORE_URL), embed their text with a small "
-                    "deterministic embedder, then run a filtered semantic search, reinforce a heuristic and walk "
-                    "a checkpoint lineage. The demo's records have stable ids, so re-running it replaces them.")
+        description="Write a coding agent's outcomes, heuristics, anti-patterns, workflow outcomes and checkpoints "
+                    "into a store (by default the embedded SQLite store, or $MNEMOSTORE_URL), embed their text with "
+                    "a small deterministic embedder, then run filtered semantic searches, reinforce a heuristic and "
+                    "walk a checkpoint lineage. The demo's records have stable ids, so re-running it replaces them.")
     parser.add_argument("--url", help="store URL (default: as mnemostore.open() resolves it)")
     parser.set_defaults(run=run)
 
@@ -66,11 +66,16 @@ def render(report: DemoReport, source: str, inspect_url: str | None = None) -> s
         for i, (anti_pattern, score) in enumerate(report.anti_pattern_hits, 1):
             anti_rows += [(i, f"{score:.3f}", anti_pattern.agent, anti_pattern.pattern),
                           ("", "", "", f"instead: {anti_pattern.better_alternative}")]
+        workflow_rows = [(i, f"{score:.3f}", run.result, f"{run.duration_seconds:.0f}s", run.summary)
+                         for i, (run, score) in enumerate(report.workflow_hits, 1)]
         lines += [f"Heuristics nearest to it, where {report.heuristic_filter}:",
                   table(("#", "SCORE", "AGENT", "CONF", "CONDITION -> STRATEGY"), heuristic_rows, indent="  "),
                   "",
                   f"Anti-patterns nearest to it, where {report.anti_pattern_filter}:",
                   table(("#", "SCORE", "AGENT", "PATTERN"), anti_rows, indent="  "),
+                  "",
+                  f"Workflow outcomes (mnemostore.kinds.workflow) nearest to it, where {report.workflow_filter}:",
+                  table(("#", "SCORE", "RESULT", "TOOK", "SUMMARY"), workflow_rows, indent="  "),
                   ""]
     reinforced = report.reinforced.heuristic
     lines += [

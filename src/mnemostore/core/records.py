@@ -169,6 +169,11 @@ class Record(BaseModel):
         """Fields an update must also set because `changes` set their inputs (none by default)."""
         return {}
 
+    def embedding_text(self) -> str | None:
+        """The text this record's embedding stands for, from which re-embedding recomputes it
+        (None: the kind has none, and re-embedding asks for `text=`). A kind overrides it."""
+        return None
+
     def __eq__(self, other: object) -> bool:
         if type(self) is not type(other):
             return NotImplemented
@@ -207,6 +212,9 @@ class Outcome(Record):
     error_message: Text | None = None
     user_feedback: Text | None = None
 
+    def embedding_text(self) -> str | None:
+        return self.task_description or self.task_type
+
 
 class Heuristic(Record):
     """A learned rule: in `condition`, `strategy` tends to work."""
@@ -228,6 +236,9 @@ class Heuristic(Record):
     prior_confidence: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
     """The confidence before the first `reinforce` (set then): the prior it combines with the counters."""
 
+    def embedding_text(self) -> str | None:
+        return f"{self.condition}\n{self.strategy}"
+
 
 class AntiPattern(Record):
     """Something to avoid, why, and what to do instead."""
@@ -244,6 +255,9 @@ class AntiPattern(Record):
     better_alternative: Text = ""
     occurrence_count: NonNegative = 1
     last_seen: AwareDatetime | None = None
+
+    def embedding_text(self) -> str | None:
+        return self.pattern
 
 
 class Checkpoint(Record):
@@ -318,6 +332,9 @@ class Embedding(Record):
     namespace: Identifier = "default"
     text: Text = ""
     model: Text = ""
+
+    def embedding_text(self) -> str | None:
+        return self.text
 
 
 RECORD_TYPES: dict[str, type[Record]] = {

@@ -33,18 +33,10 @@ TextOf = Callable[[Record], "str | None"]
 
 
 def default_text(record: Record) -> str | None:
-    """The text a record's embedding stands for: the Embedding's text, an outcome's task, a
-    heuristic's condition and strategy, an anti-pattern's pattern; checkpoints have none."""
-    data: dict[str, Any] = record.__dict__
-    if record.kind == "embedding":
-        return str(data["text"])
-    if record.kind == "outcome":
-        return str(data["task_description"] or data["task_type"])
-    if record.kind == "heuristic":
-        return f"{data['condition']}\n{data['strategy']}"
-    if record.kind == "anti_pattern":
-        return str(data["pattern"])
-    return None
+    """The text a record's embedding stands for, as its kind says (`Record.embedding_text`): an
+    Embedding's text, an outcome's task, a heuristic's condition and strategy, an anti-pattern's
+    pattern, an application kind's own choice; checkpoints have none."""
+    return record.embedding_text()
 
 
 def reembed(source: str | Store, staging: str | Store, embed: EmbedFunction, *, model: str, dimension: int,

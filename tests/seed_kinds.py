@@ -1,0 +1,52 @@
+"""The kinds mnemostore ships (`mnemostore.kinds.workflow`, `.alma`), registered for a test and
+forgotten after it, so other tests' copies and listings see only the kinds they wrote; and the
+LMDB example as a backend of this process."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import mnemostore
+from mnemostore.core.kinds import kinds
+from mnemostore.kinds import alma, workflow
+
+EXAMPLE_SRC = Path(__file__).parent.parent / "examples" / "mnemostore-lmdb" / "src"
+SEEDS = (*workflow.KINDS, *alma.KINDS)
+
+for _cls in SEEDS:  # imported (so registered) above: forgotten until a test asks for them
+    kinds.unregister(_cls.kind)
+
+
+@contextmanager
+def seed_kinds() -> Iterator[None]:
+    """Every shipped kind registered for the block, forgotten after it (importing a module again
+    would not register it again)."""
+    for cls in SEEDS:
+        mnemostore.register_kind(cls)
+    try:
+        yield
+    finally:
+        for cls in SEEDS:
+            kinds.unregister(cls.kind)
+
+
+@contextmanager
+def lmdb_backend() -> Iterator[str]:
+    """The LMDB example registered as a backend of this process; yields its scheme."""
+    import pytest
+
+    pytest.importorskip("lmdb")
+    sys.path.insert(0, str(EXAMPLE_SRC))
+    try:
+        from mnemostore_lmdb import LMDBBackend
+
+        mnemostore.registry.register(LMDBBackend, replace=True)
+        try:
+            yield LMDBBackend.name
+        finally:
+            mnemostore.registry.unregister(LMDBBackend.name)
+    finally:
+        sys.path.remove(str(EXAMPLE_SRC))
