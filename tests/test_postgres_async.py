@@ -5,6 +5,7 @@ in the async pool, and the conformance suite holds the side to its sync side's r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
@@ -60,7 +61,7 @@ def test_open_async_awaits_the_native_side_for_the_hot_calls(url: str) -> None:
     async def use() -> None:
         async with await mnemostore.open_async(url) as store:
             side = _side(store)
-            assert HOT_CALLS <= side.native_calls()
+            assert side.native_calls() >= HOT_CALLS
             await store.heuristics.put(_with_vectors(0, 1))
             sync_pool, before = side.backend._pool, _requests(side.pool)
             sync_before = _requests(sync_pool)
@@ -152,10 +153,8 @@ def test_a_batch_put_cancelled_at_any_point_is_whole_or_absent(url: str) -> None
                 task = asyncio.create_task(store.heuristics.put(records))
                 await asyncio.sleep(delay)
                 task.cancel()
-                try:
+                with contextlib.suppress(asyncio.CancelledError):
                     await task
-                except asyncio.CancelledError:
-                    pass
                 count = await store.heuristics.count()
                 assert count in (0, len(records)), f"a cancelled batch left {count} of {len(records)} records"
                 counts.append(count)
