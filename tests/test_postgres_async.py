@@ -196,3 +196,31 @@ def test_the_suite_holds_the_postgres_async_side_to_its_sync_side(
     passed = {r.nodeid.rpartition("[")[2] for r in report.results if r.outcome == "passed"}
     assert failed and all(n.startswith("async-") for n in failed), failed
     assert passed and all(n.startswith("sync-") for n in passed), passed
+
+
+def test_with_a_borrowed_pool_the_async_side_runs_on_its_connections(url: str) -> None:
+    """`pool=` (a sync ConnectionPool the application owns): no async pool is made; the calls run on
+    the borrowed connections in threads, and the pool stays open after the store closes."""
+    from psycopg_pool import ConnectionPool
+
+    conninfo = PostgresBackend(*_parsed(url)).conninfo()
+    with ConnectionPool(conninfo, min_size=1, max_size=2) as pool:
+        async def use() -> None:
+            async with await mnemostore.open_async(url, pool=pool) as store:
+                side = _side(store)
+                records = _with_vectors(0, 70)
+                await store.heuristics.put(records)
+                assert side.pool is None and _requests(pool) > 0
+                assert await store.heuristics.count() == 70
+                hits = await store.search("heuristic", np.asarray(records[3].embedding), k=1)
+                assert hits[0].record.id == records[3].id
+
+        asyncio.run(use())
+        assert not pool.closed
+
+
+def _parsed(url: str) -> tuple[Any, Any]:
+    from mnemostore.core.url import StoreURL
+
+    parsed = StoreURL.parse(url)
+    return parsed, PostgresBackend.options_model(**parsed.query)
