@@ -273,18 +273,8 @@ class PostgresBackend(Backend):
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
         """A pooled connection: our own pool's is in autocommit (see `_configure`); a borrowed
-        pool's is in a transaction, committed on success. Taken and given back without the
-        pool's context manager, whose commit or rollback an autocommit connection does not
-        need (a search's client time is mostly such layers)."""
-        from psycopg_pool import PoolTimeout
-
-        pool = self._pool
-        if pool is None:
-            raise BackendError(f"{self!r} is closed")
-        try:
-            conn = pool.getconn()
-        except PoolTimeout as exc:
-            raise self._no_connection(exc) from None
+        pool's is in a transaction, committed on success."""
+        conn = self._take()
         try:
             if self._own_pool:
                 yield conn
@@ -293,8 +283,27 @@ class PostgresBackend(Backend):
                 with conn:
                     yield conn
         finally:
-            self._last_used[conn] = monotonic()
-            pool.putconn(conn)
+            self._give(conn)
+
+    def _take(self) -> Connection:
+        """A connection of the pool, taken without the pool's context manager, whose commit or
+        rollback an autocommit connection does not need (a search's client time is mostly such
+        layers); `_give` returns it."""
+        from psycopg_pool import PoolTimeout
+
+        pool = self._pool
+        if pool is None:
+            raise BackendError(f"{self!r} is closed")
+        try:
+            conn: Connection = pool.getconn()
+        except PoolTimeout as exc:
+            raise self._no_connection(exc) from None
+        return conn
+
+    def _give(self, conn: Connection) -> None:
+        self._last_used[conn] = monotonic()
+        if self._pool is not None:
+            self._pool.putconn(conn)
 
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:

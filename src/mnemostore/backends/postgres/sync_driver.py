@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from time import monotonic
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ...core.errors import BackendError
 from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany
 
 if TYPE_CHECKING:
@@ -35,20 +33,12 @@ def run(backend: PostgresBackend, plan: Plan[T]) -> T:
 
 
 def _connected(backend: PostgresBackend, connect: Connect, plan: Plan[T]) -> T:
-    """The plan's statements on a pooled connection. Our own pool's is in autocommit (see
-    `PostgresBackend._configure`); a borrowed pool's is in a transaction, committed on success.
-    Taken and given back without the pool's context manager, whose commit or rollback an
-    autocommit connection does not need (a search's client time is mostly such layers)."""
+    """The plan's statements on a pooled connection (`PostgresBackend._take`): our own pool's is
+    in autocommit (see `PostgresBackend._configure`); a borrowed pool's is in a transaction,
+    committed on success."""
     import psycopg
-    from psycopg_pool import PoolTimeout
 
-    pool = backend._pool
-    if pool is None:
-        raise BackendError(f"{backend!r} is closed")
-    try:
-        conn = pool.getconn()
-    except PoolTimeout as exc:
-        raise backend._no_connection(exc) from None
+    conn = backend._take()
     try:
         if backend._own_pool:
             return _scoped(backend, conn, connect, plan)
@@ -59,8 +49,7 @@ def _connected(backend: PostgresBackend, connect: Connect, plan: Plan[T]) -> T:
         raise backend._driver_error(connect.action, exc) from exc
     finally:
         plan.close()
-        backend._last_used[conn] = monotonic()
-        pool.putconn(conn)
+        backend._give(conn)
 
 
 def _scoped(backend: PostgresBackend, conn: Connection, connect: Connect, plan: Plan[T]) -> T:
