@@ -2,8 +2,10 @@
 asyncio tasks beside the same calls made one at a time through the sync `Store`.
 
 Each task saves checkpoints on its own run (default parent) and searches; the sync side makes the
-same calls in one loop. On postgres the checkpoint part is also set beside LangGraph's
-`AsyncPostgresSaver` putting as many checkpoints of the same state from as many tasks.
+same calls in one loop. sqlite's calls run in the store's executor; postgres's on its native async
+side (psycopg's async pool, backends/postgres/async_side.py). On postgres the checkpoint part is
+also set beside LangGraph's `AsyncPostgresSaver` putting as many checkpoints of the same state from
+as many tasks.
 """
 
 from __future__ import annotations
@@ -173,7 +175,15 @@ def _bench_tasks(results: Results, engine: str, url: str, n: int, vectors: np.nd
         f"async {engine}: {tasks} tasks x ({STEPS} {'puts' if puts else 'saves'} + {STEPS} searches), "
         f"store of {n:,} x384", median(ours),
         median(theirs), per=calls, baseline_name="the same calls one at a time, sync Store",
-        note=f"ms per call; the executor's default thread count; {calls:,} calls per run"), at))
+        note=f"ms per call; {_path(url)}; {calls:,} calls per run"), at))
+
+
+def _path(url: str) -> str:
+    """Which path the AsyncStore's calls take on the backend of `url`."""
+    backend = mnemostore.registry.for_scheme(url.partition(":")[0])
+    if backend.async_backend is not None:
+        return "its native async side"
+    return "the executor's default thread count"
 
 
 def _bench_langgraph_saver(results: Results, base: str, tasks: int, repeat: int) -> None:

@@ -294,20 +294,21 @@ def _narrow(seconds: float) -> str:
 
 def _fallbacks(store: mnemostore.Store, run: Callable[[], object]) -> int:
     """How many of `run`'s searches ran the second, exact query (a tie at the k-th place, or
-    fewer than k from the index), counted on the backend's statement."""
-    backend: Any = store.backend
+    fewer than k from the index), counted on the search plan's `nearest` steps."""
+    from mnemostore.backends.postgres import plans
+
     calls: list[bool] = []
-    nearest = backend._nearest
+    nearest = plans.nearest
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[5])
+        calls.append(args[6])  # exact
         return nearest(*args, **kwargs)
 
-    backend._nearest = counting
+    plans.nearest = counting  # type: ignore[assignment]
     try:
         run()
     finally:
-        del backend._nearest
+        plans.nearest = nearest  # type: ignore[assignment]
     return sum(calls)
 
 

@@ -3,23 +3,21 @@
 Row layout and its reasons: layout.py; the tables' history: migrations.py (run by the
 migration runner, under advisory_lock.py); what opening creates and the lazily typed
 vector column: schema.py; filters: sql_filters.py; the tenant policies of the
-`row_security` option: row_security.py. The driver is imported when a store is opened, not
-before.
+`row_security` option: row_security.py. The protocol's calls are plans (plans.py: their
+statements in statements.py, rows decoded by rows.py) run by sync_driver.py here and by the
+native async side (async_side.py) under `open_async`. The driver is imported when a store is
+opened, not before.
 """
 
 from __future__ import annotations
 
 import select
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, suppress
-from datetime import datetime
 from time import monotonic
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-import orjson
-
-from ...core.base64text import from_text
 from ...core.capabilities import Capability
 from ...core.errors import (
     BackendError,
@@ -27,18 +25,20 @@ from ...core.errors import (
     MigrationError,
     MnemostoreError,
     SchemaMismatch,
-    UnsupportedCapability,
     ValidationError,
 )
-from ...core.filters import Expr, expression_key
-from ...core.protocol import Backend, Hit, OrderKey, link_parent
+from ...core.filters import Expr
+from ...core.protocol import Backend, Hit, OrderKey
 from ...core.records import KINDS, Checkpoint, Record
 from ...core.vectors import Vector
 from ...migrations.ledger import LEDGER_KEY
 from ...migrations.model import LayoutMigration
-from .layout import JsonbBytes, KindLayout, decode_doc, layout, tenant_key
+from . import plans
+from .async_side import AsyncPostgresSide
+from .layout import KindLayout, layout
 from .migrations import HISTORY, NEWEST_LAYOUT_VERSION
 from .options import PostgresOptions
+from .statements import Statements
 
 if TYPE_CHECKING:
     import psycopg
@@ -47,19 +47,11 @@ if TYPE_CHECKING:
 
     from ...migrations.locking import MigrationLock
     from .schema import Names
+    from .steps import Plan
 
     Connection = psycopg.Connection[tuple[Any, ...]]
 
-COPY_THRESHOLD = 64
-"""Batches at least this large go through binary COPY; smaller ones through executemany."""
-_OPERATORS = {"cosine": "<=>", "dot": "<#>", "l2": "<->"}
-_TYPE_OIDS = {str: 25, int: 20, float: 701, bool: 16}
-_TEXT_ARRAY_OID = 1009
-_TYPE_NAMES = {25: "text", 20: "bigint", 701: "double precision", 16: "boolean", 17: "bytea", 3802: "jsonb",
-               _TEXT_ARRAY_OID: "text[]"}
-STATEMENT_CACHE_SIZE = 512
-"""Rendered statements kept per store (one per kind, statement and filter shape); past that
-the cache starts again (a program cycling through more filter shapes only renders again)."""
+T = TypeVar("T")
 
 
 class PostgresBackend(Backend):
@@ -92,6 +84,7 @@ class PostgresBackend(Backend):
     whoever opens the store first. A fresh, empty schema is still laid out on open."""
 
     options: PostgresOptions
+    async_backend: ClassVar[type[AsyncPostgresSide]] = AsyncPostgresSide
 
     def __init__(self, url: Any, options: Any) -> None:
         super().__init__(url, options)
@@ -105,7 +98,7 @@ class PostgresBackend(Backend):
         self._row_security_active: bool | None = None
         """Whether the tenant policies apply to this role (None: not looked up yet)."""
         self._facts: dict[str, Any] = {}
-        self._statements: dict[tuple[Any, ...], bytes] = {}
+        self._statements: Statements | None = None
         self._last_used: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self._tenant_named: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
@@ -218,6 +211,7 @@ class PostgresBackend(Backend):
                 (sql.Identifier(vector_schema, "vector").as_string(conn), tables)).fetchone()
             assert row is not None
             self._vector_oid = int(row[0])
+            self._statements = Statements(self._names, self._vector_oid)
             self._facts = {"server_version": row[1], "pgvector_version": row[2]}
             if row[3] and self.options.row_security == "off":
                 raise ConfigError(
@@ -236,8 +230,12 @@ class PostgresBackend(Backend):
             # Our own connections: reads run in autocommit (no COMMIT round trip), writes in
             # explicit transactions; the HNSW search settings are set once per session.
             conn.autocommit = True
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
-                         (str(self.options.hnsw_ef_search), self.options.iterative_scan))
+            conn.execute(*self.session_settings())
+
+    def session_settings(self) -> tuple[str, tuple[str, str]]:
+        """The statement and parameters setting the HNSW search options for a connection's session."""
+        return ("SELECT set_config('hnsw.ef_search', %s, false), set_config('hnsw.iterative_scan', %s, false)",
+                (str(self.options.hnsw_ef_search), self.options.iterative_scan))
 
     def _check(self, conn: Connection) -> None:
         """Health check of a pooled connection as it is taken: a ping (one round trip) only when
@@ -246,9 +244,13 @@ class PostgresBackend(Backend):
         one idle longer than `pool_check_after` is pinged too (a silent drop sends nothing)."""
         from psycopg_pool import ConnectionPool
 
-        last = self._last_used.get(conn)
-        if last is None or monotonic() - last >= self.options.pool_check_after or _readable(conn):
+        if self._needs_ping(conn):
             ConnectionPool.check_connection(conn)
+
+    def _needs_ping(self, conn: Any) -> bool:
+        """Whether a pooled connection (sync or async) being taken is checked with a ping (`_check`)."""
+        last = self._last_used.get(conn)
+        return last is None or monotonic() - last >= self.options.pool_check_after or _readable(conn)
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -271,18 +273,8 @@ class PostgresBackend(Backend):
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
         """A pooled connection: our own pool's is in autocommit (see `_configure`); a borrowed
-        pool's is in a transaction, committed on success. Taken and given back without the
-        pool's context manager, whose commit or rollback an autocommit connection does not
-        need (a search's client time is mostly such layers)."""
-        from psycopg_pool import PoolTimeout
-
-        pool = self._pool
-        if pool is None:
-            raise BackendError(f"{self!r} is closed")
-        try:
-            conn = pool.getconn()
-        except PoolTimeout as exc:
-            raise self._no_connection(exc) from None
+        pool's is in a transaction, committed on success."""
+        conn = self._take()
         try:
             if self._own_pool:
                 yield conn
@@ -291,64 +283,32 @@ class PostgresBackend(Backend):
                 with conn:
                     yield conn
         finally:
-            self._last_used[conn] = monotonic()
-            pool.putconn(conn)
+            self._give(conn)
 
-    def _fetch(self, action: str, tenant: str | None, statement: bytes, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """The rows of one reading statement on a kind table, in binary, for `tenant`. On our own
-        pool without row-level security, what `_errors` and `_connection` do, inline: this is a
-        search's and a read's whole client path, and each context manager layer cost it ~10-20 µs
-        when it runs with cold caches (after the server's work, as a search always does)."""
-        import psycopg
+    def _take(self) -> Connection:
+        """A connection of the pool, taken without the pool's context manager, whose commit or
+        rollback an autocommit connection does not need (a search's client time is mostly such
+        layers); `_give` returns it."""
         from psycopg_pool import PoolTimeout
 
         pool = self._pool
-        if pool is None or not self._own_pool or self.options.row_security != "off":
-            with self._errors(action), self._connection() as conn:
-                cursor = conn.cursor(binary=True)
-                with self._tenant_scope(conn, tenant):
-                    cursor.execute(statement, params)
-                return cursor.fetchall()
+        if pool is None:
+            raise BackendError(f"{self!r} is closed")
         try:
-            conn = pool.getconn()
+            conn: Connection = pool.getconn()
         except PoolTimeout as exc:
             raise self._no_connection(exc) from None
-        try:
-            cursor = conn.cursor(binary=True)
-            cursor.execute(statement, params)
-            rows: list[tuple[Any, ...]] = cursor.fetchall()
-            return rows
-        except psycopg.Error as exc:
-            raise self._driver_error(action, exc) from exc
-        finally:
-            self._last_used[conn] = monotonic()
-            pool.putconn(conn)
+        return conn
+
+    def _give(self, conn: Connection) -> None:
+        self._last_used[conn] = monotonic()
+        if self._pool is not None:
+            self._pool.putconn(conn)
 
     @contextmanager
     def _transaction(self) -> Iterator[Connection]:
         with self._connection() as conn, conn.transaction():
             yield conn
-
-    @contextmanager
-    def _tenant_scope(self, conn: Connection, tenant: str | None, transaction: bool = False) -> Iterator[None]:
-        """The block's statements on kind tables work for `tenant` (named to the row-level
-        security policies when row_security is on), in one transaction if asked."""
-        from .row_security import SET_TENANT, setting_value
-
-        if self._ensure_row_security(conn):
-            if not self._own_pool:
-                # A borrowed connection goes back to its owner's pool: name the tenant for this
-                # transaction only.
-                with conn.transaction():
-                    conn.execute(SET_TENANT, (setting_value(tenant),))
-                    yield
-                return
-            self._name_tenant(conn, setting_value(tenant))
-        if transaction:
-            with conn.transaction():
-                yield
-        else:
-            yield
 
     def _name_tenant(self, conn: Connection, value: str) -> None:
         """Set `mnemostore.tenant` for the session of one of our own (autocommit) connections,
@@ -362,18 +322,14 @@ class PostgresBackend(Backend):
             conn.execute(SET_TENANT_SESSION, (value,))
             self._tenant_named[conn] = value
 
-    def _ensure_row_security(self, conn: Connection) -> bool:
-        """Whether statements name their tenant (row_security on); the first time, put the
-        policies on the tables if they lack them (see row_security.py)."""
-        mode = self.options.row_security
-        if mode == "off":
-            return False
-        if self._row_security_active is None:
-            from . import row_security
+    def _ensure_row_security(self) -> None:
+        """Under row_security, put the policies on the tables if they lack them (see
+        row_security.py) and look up whether they apply to this role: once per store."""
+        from . import row_security
 
-            with self._errors("checking row-level security"):
-                self._row_security_active = row_security.ensure(conn, self.names, force=mode == "force")
-        return True
+        with self._errors("checking row-level security"), self._connection() as conn:
+            self._row_security_active = row_security.ensure(
+                conn, self.names, force=self.options.row_security == "force")
 
     @contextmanager
     def _errors(self, action: str) -> Iterator[None]:
@@ -465,35 +421,11 @@ class PostgresBackend(Backend):
     def _table(self, kind_layout: KindLayout) -> sql.Identifier:
         return self.names.table(kind_layout.table)
 
-    def _statement(self, key: tuple[Any, ...], build: Callable[[], sql.Composable]) -> bytes:
-        """A statement rendered once per store and key: composing psycopg.sql objects costs more
-        than a small query's round trip. Keys name the statement, its kind and its filter's SQL."""
-        found: bytes = self._cached(key, lambda: build().as_bytes(None))
-        return found
-
-    def _condition(self, kind_layout: KindLayout, where: Expr | None) -> tuple[bytes, list[Any]]:
-        """`where` as SQL on the kind's table and its parameters, compiled once per store and
-        expression, values included (an agent searches its own scope call after call; compiling
-        took a third of a filtered search's client time)."""
-        if where is None:
-            return b"TRUE", []
-        from .sql_filters import FilterCompiler
-
-        def build() -> tuple[bytes, list[Any]]:
-            compiler = FilterCompiler(kind_layout)
-            return compiler.where(where).as_bytes(None), compiler.params
-
-        found: tuple[bytes, list[Any]] = self._cached(("where", kind_layout.kind, expression_key(where)), build)
-        return found
-
-    def _cached(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
-        """`build()` once per store and key (`STATEMENT_CACHE_SIZE` keys, then it starts again)."""
-        found = self._statements.get(key)
-        if found is None:
-            if len(self._statements) >= STATEMENT_CACHE_SIZE:
-                self._statements.clear()
-            found = self._statements[key] = build()
-        return found
+    @property
+    def statements(self) -> Statements:
+        if self._statements is None:
+            raise BackendError(f"{self!r} is not open")
+        return self._statements
 
     def _ensure_vectors(self) -> None:
         """Type the embedding columns once the store's dimension is known (see schema.py)."""
@@ -511,25 +443,58 @@ class PostgresBackend(Backend):
                 conn.autocommit = autocommit
         self._vectors_ready = dimension
 
-    # meta ----------------------------------------------------------------------------
-    def read_meta(self, key: str) -> Any:
-        from psycopg import sql
+    # the protocol's calls: plans (plans.py) run by the sync driver -----------------------
+    def _run(self, plan: Plan[T]) -> T:
+        from .sync_driver import run
 
-        with self._errors("reading store metadata"), self._connection() as conn:
-            row = conn.execute(sql.SQL("SELECT value::text FROM {} WHERE key = %s").format(self.names.meta),
-                               (key,)).fetchone()
-        return None if row is None else orjson.loads(row[0])
+        return run(self, plan)
+
+    def read_meta(self, key: str) -> Any:
+        return self._run(plans.read_meta(self, key))
 
     def write_meta(self, key: str, value: Any) -> None:
-        with self._errors("writing store metadata"), self._transaction() as conn:
-            self._write_meta(conn, key, value)
+        self._run(plans.write_meta(self, key, value))
 
-    def _write_meta(self, conn: Connection, key: str, value: Any) -> None:
-        from psycopg import sql
+    def tenants(self, kind: str) -> list[str | None]:
+        return self._run(plans.tenants(self, kind))
 
-        statement = sql.SQL("INSERT INTO {} (key, value) VALUES (%s, %s::jsonb) "
-                            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value").format(self.names.meta)
-        conn.execute(statement, (key, orjson.dumps(value).decode()))
+    def put(self, kind: str, records: Sequence[Record]) -> None:
+        self._run(plans.insert(self, kind, records, keep_existing=False))
+
+    def put_missing(self, kind: str, records: Sequence[Record]) -> None:
+        self._run(plans.insert(self, kind, records, keep_existing=True))
+
+    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
+        return self._run(plans.append_checkpoint(self, record))
+
+    def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
+               inc: Mapping[str, int | float]) -> Record | None:
+        return self._run(plans.update(self, kind, tenant, id, set, inc))
+
+    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+              limit: int | None, vectors: bool = True) -> list[Record]:
+        return self._run(plans.query(self, kind, tenant, where, order, limit, vectors))
+
+    def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
+                     limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
+        return self._run(plans.query_values(self, kind, tenant, where, order, limit, fields))
+
+    def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
+        return self._run(plans.get(self, kind, tenant, ids, vectors))
+
+    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        return self._run(plans.count(self, kind, tenant, where))
+
+    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
+        return self._run(plans.delete(self, kind, tenant, where))
+
+    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
+               vectors: bool = True) -> list[Hit]:
+        return self._run(plans.search(self, kind, tenant, vector, k, where, vectors))
+
+    def explain_search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None) -> str:
+        """The server's plan for the index search `search` runs first (EXPLAIN; a diagnostic)."""
+        return self._run(plans.explain_search(self, kind, tenant, vector, k, where))
 
     # migrations ----------------------------------------------------------------------
     def migration_lock(self) -> MigrationLock:
@@ -593,7 +558,7 @@ class PostgresBackend(Backend):
                     for statement in statements:
                         conn.execute(statement)
                         done += 1
-                    self._write_meta(conn, LEDGER_KEY, dict(ledger))
+                    conn.execute(self.statements.write_meta(), plans.meta_row(LEDGER_KEY, dict(ledger)))
             else:
                 with self._errors(f"connecting to run {migration.id}"):
                     dedicated = self._dedicated_connection()
@@ -618,524 +583,6 @@ class PostgresBackend(Backend):
         reason = (self._scrub(exc).splitlines() or [""])[0]  # the rest repeats the statement
         return (f"layout migration {migration.id!r} ({direction}) failed on {self.url.masked} {where}: "
                 f"{type(exc).__name__}: {reason}; {outcome}")
-
-    def tenants(self, kind: str) -> list[str | None]:
-        from psycopg import sql
-
-        kind_layout = self._readable(kind)
-        if kind_layout is None:
-            return []
-        statement = sql.SQL("SELECT DISTINCT tenant FROM {} ORDER BY tenant").format(self._table(kind_layout))
-        with self._errors(f"listing the tenants of {kind} records"), self._connection() as conn:
-            if self._ensure_row_security(conn) and self._row_security_active:
-                raise UnsupportedCapability(
-                    f"row_security={self.options.row_security}: the tenant policies apply to this role, so it "
-                    "sees one tenant at a time and cannot list them all; run migrations and copies as the "
-                    "tables' owner (unless forced) or a role with BYPASSRLS")
-            rows = conn.execute(statement).fetchall()
-        return [tenant or None for (tenant,) in rows]
-
-    # writing ---------------------------------------------------------------------------
-    def put(self, kind: str, records: Sequence[Record]) -> None:
-        self._insert(kind, records, keep_existing=False)
-
-    def put_missing(self, kind: str, records: Sequence[Record]) -> None:
-        self._insert(kind, records, keep_existing=True)
-
-    def _insert(self, kind: str, records: Sequence[Record], keep_existing: bool) -> None:
-        """Upsert `records`, or with `keep_existing` insert only those not stored (ON CONFLICT DO NOTHING)."""
-        if not records:
-            return
-        kind_layout = self._writable(kind)
-        self._ensure_vectors()
-        rows = [kind_layout.encode(record) for record in records]
-        with self._errors(f"writing {len(rows)} {kind} records"), self._connection() as conn:
-            if not self._ensure_row_security(conn):
-                batches: dict[str | None, list[tuple[Any, ...]]] = {None: rows}
-                name = None
-            else:  # written tenant by tenant, each named to the policies first
-                batches = _by_tenant(rows)
-                name = self._name_batch(conn, batches)
-            if len(rows) >= COPY_THRESHOLD and not keep_existing:
-                with conn.transaction():
-                    for tenant, batch in batches.items():
-                        if name is not None:
-                            name(tenant)
-                        self._copy_upsert(conn, kind_layout, batch, direct=not self._row_security_active)
-                return
-            statement = self._statement(("upsert", kind, keep_existing),
-                                        lambda: self._upsert_sql(kind_layout, keep_existing=keep_existing))
-            if len(rows) == 1 and name is None:  # one statement: atomic without BEGIN and COMMIT
-                conn.execute(statement, rows[0])
-            else:  # BEGIN, the upserts and COMMIT in one round trip
-                with conn.pipeline(), conn.transaction():
-                    for tenant, batch in batches.items():
-                        if name is not None:
-                            name(tenant)
-                        conn.cursor().executemany(statement, batch)
-
-    def _name_batch(self, conn: Connection, batches: Mapping[str | None, Any]) -> Callable[[str | None], None] | None:
-        """Name the tenant of a one-tenant batch now (see `_name_tenant`), or return what names each
-        tenant of the batch in turn inside the write's transaction."""
-        from .row_security import SET_TENANT, setting_value
-
-        if len(batches) == 1 and self._own_pool:
-            self._name_tenant(conn, setting_value(next(iter(batches))))
-            return None
-
-        def name(tenant: str | None) -> None:
-            conn.execute(SET_TENANT, (setting_value(tenant),))
-
-        return name
-
-    def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None,
-                    keep_existing: bool = False) -> sql.Composed:
-        from psycopg import sql
-
-        columns = kind_layout.write_columns
-        names = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
-        if source is None:
-            source = sql.SQL("VALUES ({})").format(sql.SQL(", ").join(sql.Placeholder() * len(columns)))
-        if keep_existing:
-            return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO NOTHING").format(
-                self._table(kind_layout), names, source)
-        updates = sql.SQL(", ").join(
-            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in columns if c not in ("tenant", "id"))
-        return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO UPDATE SET {}").format(
-            self._table(kind_layout), names, source, updates)
-
-    # checkpoints -----------------------------------------------------------------------
-    def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
-        """The parent lookup and the write in one statement: an INSERT … SELECT whose parent comes
-        from the layout's `checkpoint_latest` function (migrations.py), which takes an advisory
-        lock on the record's (tenant, run, branch) for the transaction and then reads the latest
-        checkpoint with a fresh snapshot: racing saves to one run and branch queue up, and each
-        links to the one committed before it. The function's query is what core's `latest` and
-        `order` select (tested against `LATEST_CHECKPOINT_ORDER`), so they are not compiled here."""
-        import psycopg
-
-        self._ensure_vectors()
-        kind_layout = self._layout("checkpoint")
-        statement = self._statement(("append",), lambda: self._append_sql(kind_layout))
-        tenant = tenant_key(record.tenant_id)
-        lock = self.names.append_lock_key(tenant, record.run_id, record.branch_id)
-        params = [tenant, record.run_id, record.branch_id, lock, *kind_layout.encode(record)]
-        with self._errors(f"writing checkpoint {record.id!r}"), self._connection() as conn:
-            cursor = conn.cursor(binary=True)
-            try:
-                with self._tenant_scope(conn, record.tenant_id):
-                    cursor.execute(statement, params)
-            except psycopg.errors.NumericValueOutOfRange:
-                raise ValidationError.one(
-                    "sequence", f"would exceed a 64-bit integer (the latest of run {record.run_id!r} is at the "
-                                "limit)") from None
-            parent = cursor.fetchone()
-        assert parent is not None
-        return link_parent(record, None if parent[0] is None else (parent[0], parent[1]))
-
-    def _append_sql(self, kind_layout: KindLayout) -> sql.Composable:
-        """`put`'s upsert of one checkpoint from a SELECT whose `sequence` and `parent_ids` come from
-        the CTE `latest` (the `checkpoint_latest` function's row) if it has one; returns that
-        parent's id and sequence (NULLs for a root)."""
-        from psycopg import sql
-
-        values: list[sql.Composable] = []
-        for column, type_ in zip(kind_layout.write_columns, self._column_types(kind_layout), strict=True):
-            value = sql.SQL("%s::{}").format(type_)
-            if column == "sequence":
-                value = sql.SQL("coalesce((SELECT sequence + 1 FROM latest), {})").format(value)
-            elif column == "parent_ids":
-                value = sql.SQL("coalesce((SELECT ARRAY[id] FROM latest), {})").format(value)
-            values.append(value)
-        insert = self._upsert_sql(kind_layout, sql.SQL("SELECT {}").format(sql.SQL(", ").join(values)))
-        function = self.names.table(self.names.prefix + "checkpoint_latest")
-        return sql.SQL("WITH latest AS (SELECT id, sequence FROM {}(%s, %s, %s, %s)) {} "
-                       "RETURNING (SELECT id FROM latest), (SELECT sequence FROM latest)").format(function, insert)
-
-    def _column_types(self, kind_layout: KindLayout) -> list[sql.Composable]:
-        """The SQL types of `write_columns`, for casts: the names of `_copy_types`' OIDs."""
-        from psycopg import sql
-
-        vector = sql.Identifier(self.names.vector_schema, "vector")
-        oids = self._copy_types(kind_layout)
-        return [vector if oid == self._vector_oid else sql.SQL(_TYPE_NAMES[oid]) for oid in oids]
-
-    def _copy_types(self, kind_layout: KindLayout) -> list[int]:
-        oids = [25, 25]
-        oids += [_TYPE_OIDS.get(kind_layout.types[name], 20) for name in kind_layout.fields]
-        oids += [20] * len(kind_layout.datetimes)
-        oids += [_TEXT_ARRAY_OID] * len(kind_layout.lists)
-        oids += [17] * len(kind_layout.binary)
-        return [*oids, 17, 3802, self._vector_oid]
-
-    def _copy_upsert(self, conn: Connection, kind_layout: KindLayout, rows: list[tuple[Any, ...]],
-                     direct: bool = True) -> None:
-        """Binary COPY straight into the table (if `direct`: the server refuses COPY FROM into a
-        table whose policies apply); if an id exists already, or not `direct`, COPY into a
-        staging table and upsert from it instead (both in the caller's transaction)."""
-        import psycopg
-        from psycopg import sql
-
-        columns = sql.SQL(", ").join(sql.Identifier(c) for c in kind_layout.write_columns)
-        types = self._copy_types(kind_layout)
-        cursor = conn.cursor()
-
-        def copy_into(target: sql.Composable) -> None:
-            with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(target, columns)) as copy:
-                copy.set_types(types)
-                for row in rows:
-                    copy.write_row(row)
-
-        if direct:
-            try:
-                with conn.transaction():
-                    copy_into(self._table(kind_layout))
-                return
-            except psycopg.errors.UniqueViolation:
-                pass
-        stage = sql.Identifier(kind_layout.table + "_stage")
-        cursor.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
-            stage, self._table(kind_layout)))
-        copy_into(stage)
-        source = sql.SQL("SELECT {} FROM {}").format(columns, stage)
-        cursor.execute(self._upsert_sql(kind_layout, source))
-        cursor.execute(sql.SQL("DROP TABLE {}").format(stage))  # the transaction may stage another batch
-
-    def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
-               inc: Mapping[str, int | float]) -> Record | None:
-        import psycopg
-        from psycopg import sql
-
-        kind_layout = self._readable(kind)
-        if kind_layout is None:
-            return None
-        if "embedding" in set and set["embedding"] is not None:
-            self._ensure_vectors()
-        assignments: list[sql.Composable] = []
-        params: list[Any] = []
-        doc_changes: dict[str, Any] = {}
-        for name, value in set.items():
-            if name in kind_layout.types:
-                for column, stored in kind_layout.field_values(name, value):
-                    assignments.append(sql.SQL("{} = %s").format(sql.Identifier(column)))
-                    params.append(stored)
-            elif name == "embedding" or name in kind_layout.lists:
-                assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
-                params.append(value)
-            elif name in kind_layout.binary:
-                assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
-                params.append(kind_layout.encode_binary(value))
-            else:
-                doc_changes[name] = value
-        for name, amount in inc.items():
-            assignments.append(sql.SQL("{0} = {0} + %s").format(sql.Identifier(name)))
-            params.append(amount)
-        table = self._table(kind_layout)
-        key = (tenant_key(tenant), id)
-        with self._errors(f"updating {kind} {id!r}"), self._connection() as conn:
-            cursor = conn.cursor(binary=True)
-            try:
-                with self._tenant_scope(conn, tenant, transaction=True):
-                    if doc_changes:
-                        lists = [sql.Identifier(name) for name in kind_layout.lists]
-                        row = conn.execute(sql.SQL("SELECT {} FROM {} WHERE tenant = %s AND id = %s FOR UPDATE")
-                                           .format(sql.SQL(", ").join([sql.Identifier("doc"), *lists]), table),
-                                           key).fetchone()
-                        if row is None:
-                            return None
-                        data = decode_doc(row[0])
-                        data.update(doc_changes)
-                        for name, stored in zip(kind_layout.lists, row[1:], strict=True):
-                            if stored is None and name not in set:  # a row from before layout 3: move it
-                                assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
-                                params.append(data.get(name, []))
-                        for name in kind_layout.binary:
-                            held = data.get(name)
-                            if type(held) is str and name not in set:  # base64 from before layout 5: move it
-                                assignments.append(sql.SQL("{} = %s").format(sql.Identifier(name)))
-                                params.append(kind_layout.encode_binary(from_text(held)))
-                        assignments.append(sql.SQL("doc = %s"))
-                        params.append(kind_layout.encode_doc(data))
-                        if "metadata" in doc_changes:
-                            assignments.append(sql.SQL("metadata = %s"))
-                            params.append(JsonbBytes(orjson.dumps(doc_changes["metadata"])))
-                    statement = sql.SQL(
-                        "UPDATE {} SET {} WHERE tenant = %s AND id = %s RETURNING {}, embedding"
-                    ).format(table, sql.SQL(", ").join(assignments), self._select_list(kind_layout))
-                    cursor.execute(statement, [*params, *key])
-            except psycopg.errors.NumericValueOutOfRange:
-                raise ValidationError.one(
-                    "inc", f"would take a counter of {kind} {id!r} past 2**63 - 1") from None
-            found = cursor.fetchone()
-        return None if found is None else self._decode(kind_layout, found, True)
-
-    # reading ---------------------------------------------------------------------------
-    def _select_list(self, kind_layout: KindLayout) -> sql.Composable:
-        from psycopg import sql
-
-        return sql.SQL(", ").join(sql.Identifier(c) for c in kind_layout.data_columns)
-
-    @staticmethod
-    def _decode(kind_layout: KindLayout, row: tuple[Any, ...], vectors: bool) -> Record:
-        from .adapters import decode_vector
-
-        vector = row[len(kind_layout.data_columns)] if vectors else None
-        return kind_layout.decode(row, None if vector is None else decode_vector(vector))
-
-    def _select(self, kind: str, tenant: str | None, where: Expr | None, vectors: bool, tail_key: tuple[Any, ...],
-                tail: Callable[[KindLayout], sql.Composable], tail_params: Sequence[Any]) -> list[Record]:
-        """Whole records matching `where`, the statement ending in `tail` (rendered once per
-        `tail_key` and filter shape, see `_statement`)."""
-        from psycopg import sql
-
-        kind_layout = self._readable(kind)
-        if kind_layout is None:
-            return []
-        condition, condition_params = self._condition(kind_layout, where)
-
-        def build() -> sql.Composable:
-            columns = self._select_list(kind_layout)
-            if vectors:
-                columns = sql.SQL("{}, embedding").format(columns)
-            return sql.SQL("SELECT {} FROM {} WHERE tenant = %s AND {} {}").format(
-                columns, self._table(kind_layout), sql.SQL(condition.decode()), tail(kind_layout))
-
-        statement = self._statement(("select", kind, vectors, condition, *tail_key), build)
-        rows = self._fetch(f"reading {kind} records", tenant, statement,
-                           [tenant_key(tenant), *condition_params, *tail_params])
-        return [self._decode(kind_layout, row, vectors) for row in rows]
-
-    def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
-              limit: int | None, vectors: bool = True) -> list[Record]:
-        from psycopg import sql
-
-        from .sql_filters import order_by
-
-        def tail(kind_layout: KindLayout) -> sql.Composable:
-            ordering = sql.SQL("ORDER BY {}").format(order_by(kind_layout, order))
-            return ordering if limit is None else sql.SQL("{} LIMIT %s").format(ordering)
-
-        key = ("order", tuple((o.field, o.descending) for o in order), limit is None)
-        return self._select(kind, tenant, where, vectors, key, tail, [] if limit is None else [limit])
-
-    def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
-                     limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
-        """Only the fields' columns (a checkpoint's id and sequence, not its state); fields kept
-        in the document are read through whole records."""
-        from psycopg import sql
-
-        from .sql_filters import order_by
-
-        kind_layout = self._readable(kind)
-        if kind_layout is None:
-            return []
-        if any(name != "id" and name not in kind_layout.types for name in fields):
-            return super().query_values(kind, tenant, where, order, limit, fields)
-        condition, condition_params = self._condition(kind_layout, where)
-
-        def build() -> sql.Composable:
-            columns: list[sql.Composable] = []
-            for name in fields:
-                columns += [sql.Identifier(column) for column, _ in (
-                    kind_layout.field_values(name, None) if name != "id" else [("id", None)])]
-            ordering = sql.SQL(" ORDER BY {}").format(order_by(kind_layout, order)) if order else sql.SQL("")
-            return sql.SQL("SELECT {} FROM {} WHERE tenant = %s AND {}{}{}").format(
-                sql.SQL(", ").join(columns), self._table(kind_layout), sql.SQL(condition.decode()), ordering,
-                sql.SQL(" LIMIT %s") if limit is not None else sql.SQL(""))
-
-        key = ("values", kind, tuple(fields), condition, tuple((o.field, o.descending) for o in order), limit is None)
-        statement = self._statement(key, build)
-        params = [tenant_key(tenant), *condition_params, *([limit] if limit is not None else [])]
-        rows = self._fetch(f"reading {kind} records", tenant, statement, params)
-        return [_field_values(kind_layout, fields, row) for row in rows]
-
-    def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
-        from psycopg import sql
-
-        return self._select(kind, tenant, None, vectors, ("ids",), lambda _: sql.SQL("AND id = ANY(%s::text[])"),
-                            [list(ids)])
-
-    def count(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        return self._count_or_delete("SELECT count(*) FROM {} WHERE tenant = %s AND {}", kind, tenant, where)
-
-    def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
-        return self._count_or_delete("DELETE FROM {} WHERE tenant = %s AND {}", kind, tenant, where)
-
-    def _count_or_delete(self, template: str, kind: str, tenant: str | None, where: Expr | None) -> int:
-        from psycopg import sql
-
-        kind_layout = self._readable(kind)
-        if kind_layout is None:
-            return 0
-        condition, condition_params = self._condition(kind_layout, where)
-        statement = self._statement((template, kind, condition), lambda: sql.SQL(template).format(
-            self._table(kind_layout), sql.SQL(condition.decode())))
-        reading = template.startswith("SELECT")
-        with self._errors(f"{template.split()[0].lower()} of {kind} records"), self._connection() as conn:
-            cursor = conn.cursor()
-            with self._tenant_scope(conn, tenant, transaction=not reading):
-                cursor.execute(statement, [tenant_key(tenant), *condition_params])
-            if reading:
-                row = cursor.fetchone()
-                return int(row[0]) if row else 0
-            return cursor.rowcount
-
-    # vector search ---------------------------------------------------------------------
-    def search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
-               vectors: bool = True) -> list[Hit]:
-        if self._readable(kind) is None:
-            return []
-        self._ensure_vectors()
-        metric = self.params.metric
-        exact = self.options.index == "exact"
-        found = self._nearest(kind, tenant, vector, k, where, exact, vectors)
-        if not exact and (len(found) < k or (len(found) > k and found[k][-1] == found[k - 1][-1])
-                          or any(row[-1] != row[-1] for row in found)):
-            # The index scan gave up early (a very selective filter), a tie straddles the k-th
-            # place, or a distance is NaN (a zero vector, the query or a stored one, has no
-            # direction; the exact scan scores it as cosine similarity 0): the exact scan returns
-            # k whenever k match, ties broken by id.
-            found = self._nearest(kind, tenant, vector, k, where, True, vectors)
-        kind_layout, rows = self._layout(kind), found[:k]
-        if not rows:
-            return []
-        if not vectors:
-            # No embeddings travel: the scores are the server's distances (float32 arithmetic,
-            # well within float32 precision of the reference's), ties by id.
-            convert = _FROM_DISTANCE[metric]
-            return [Hit(kind_layout.decode(row), convert(row[-1])) for row in sorted(rows, key=_distance_then_id)]
-        from .adapters import decode_matrix
-
-        matrix = decode_matrix([row[len(kind_layout.data_columns)] for row in rows])
-        records = [kind_layout.decode(row, matrix[i]) for i, row in enumerate(rows)]
-        return _rescore(records, matrix, vector, k, metric)
-
-    def explain_search(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None) -> str:
-        """The server's plan for the index search `search` runs first (EXPLAIN; a diagnostic)."""
-        self._ensure_vectors()
-        plan = self._nearest(kind, tenant, vector, k, where, self.options.index == "exact", True, explain=True)
-        return "\n".join(str(row[0]) for row in plan)
-
-    def _nearest(self, kind: str, tenant: str | None, vector: Vector, k: int, where: Expr | None,
-                 exact: bool, vectors: bool, explain: bool = False) -> list[tuple[Any, ...]]:
-        """Rows of the nearest records (data columns, the embedding if `vectors`, the server's
-        distance); one more than k from the index. Search settings share the round trip."""
-        kind_layout = self._layout(kind)
-        # A filter on agent or project_id also compares the prefix its scope index holds
-        # (sql_filters), so the planner can read the matching rows by that index and sort them
-        # (exact) instead of walking the HNSW graph and filtering as it goes. The redundant clause
-        # lowers its row estimate (10x for a 10% filter), which offsets pgvector's estimate of a
-        # filtered walk (too cheap: it leaves out the iterative scan): measured on 384-dim
-        # vectors, a 10% agent filter over 2,000 / 10,000 rows read by index 0.1 / 0.4-1.0 ms
-        # against 0.2 (a scan) / 2.3-3.7 ms (the walk); over 100,000 the planner still walks.
-        condition, condition_params = self._condition(kind_layout, where)
-        metric = self.params.metric
-        limit = k if exact else k + 1
-        statement = self._statement(
-            ("nearest", kind, metric, exact, vectors, explain, condition, limit),
-            lambda: self._nearest_sql(kind_layout, metric, exact, vectors, explain, condition, limit))
-        if exact:
-            settings: tuple[str, tuple[str, ...]] | None = ("SELECT set_config('enable_indexscan', 'off', true)", ())
-        else:
-            ef_search = min(1000, max(self.options.hnsw_ef_search, k))
-            preset = self._own_pool and ef_search == self.options.hnsw_ef_search  # see _configure
-            settings = None if preset else (
-                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-                (str(ef_search), self.options.iterative_scan))
-        params = [vector, tenant_key(tenant), *condition_params]
-        action = f"searching {kind} records"
-        if settings is None:
-            rows = self._fetch(action, tenant, statement, params)
-        else:
-            with self._errors(action), self._connection() as conn:
-                cursor = conn.cursor(binary=True)
-                with self._tenant_scope(conn, tenant), conn.pipeline(), conn.transaction():
-                    conn.execute(settings[0], settings[1])
-                    cursor.execute(statement, params)
-                rows = cursor.fetchall()
-        if not explain and rows and rows[-1][-1] is None:  # records without an embedding sort last
-            rows = [row for row in rows if row[-1] is not None]
-        return rows
-
-    def _nearest_sql(self, kind_layout: KindLayout, metric: str, exact: bool, vectors: bool, explain: bool,
-                     condition: bytes, limit: int) -> sql.Composable:
-        """The nearest rows' statement. The inner query orders only (row address, distance) pairs
-        and the outer one reads the columns of the k it kept: a scan that sorts carries narrow
-        rows (half the time of the wide ones on a small table), an index scan is unaffected. The
-        distance is computed once (ordered by its alias); a record without an embedding is not
-        excluded in SQL (a NOT NULL test on the last column runs first and costs every row a full
-        decode): its NULL distance sorts last, and `_nearest` drops it. The limit is a literal:
-        with a parameter the server would plan every execution anew (a generic plan that does not
-        know the limit costs as if it read a tenth of the table), ~0.1 ms each."""
-        from psycopg import sql
-
-        operator = sql.SQL("OPERATOR({}.{})").format(
-            sql.Identifier(self.names.vector_schema), sql.SQL(_OPERATORS[metric]))
-        distance: sql.Composable = sql.SQL("embedding {} %s").format(operator)
-        inner, ordering = sql.SQL(""), sql.SQL("")
-        if exact:
-            if metric == "cosine":  # a zero vector has no direction: similarity 0 (NULL stays NULL)
-                distance = sql.SQL(
-                    "coalesce(nullif({}, 'NaN'::float8), CASE WHEN embedding IS NULL THEN NULL ELSE 1.0 END)"
-                ).format(distance)
-            inner, ordering = sql.SQL(", id"), sql.SQL(", s.id")
-        table = self._table(kind_layout)
-        columns = [sql.Identifier("t", column) for column in kind_layout.data_columns]
-        if vectors:
-            columns.append(sql.Identifier("t", "embedding"))
-        statement = sql.SQL(
-            "SELECT {columns}, s.distance FROM (SELECT ctid AS row_ref{inner}, {distance} AS distance FROM {table} "
-            "WHERE tenant = %s AND {condition} ORDER BY distance{inner} LIMIT {limit}) AS s "
-            "JOIN {table} AS t ON t.ctid = s.row_ref ORDER BY s.distance{ordering}"
-        ).format(columns=sql.SQL(", ").join(columns), inner=inner, distance=distance, table=table,
-                 condition=sql.SQL(condition.decode()), limit=sql.Literal(limit), ordering=ordering)
-        return sql.SQL("EXPLAIN ") + statement if explain else statement
-
-
-_FROM_DISTANCE: dict[str, Callable[[float], float]] = {
-    "cosine": lambda distance: 1.0 - distance,  # <=> is 1 - cosine similarity
-    "dot": lambda distance: -distance,  # <#> is the negative inner product
-    "l2": lambda distance: distance,
-}
-"""A score (as the reference defines it) from the distance the server ordered by."""
-
-
-def _distance_then_id(row: tuple[Any, ...]) -> tuple[float, str]:
-    return row[-1], row[0]
-
-
-def _rescore(records: list[Record], matrix: Any, vector: Vector, k: int, metric: str) -> list[Hit]:
-    """Scores in float64 as the reference computes them, best first, ties by id."""
-    import numpy as np
-
-    from ...core.vectorsearch import scores, top_k
-
-    values = scores(matrix.astype(np.float64), np.asarray(vector, dtype=np.float64), metric)
-    best = top_k(values, [r.id for r in records], k, metric)
-    return [Hit(records[i], score) for i, score in best]
-
-
-def _field_values(kind_layout: KindLayout, fields: Sequence[str], row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A `query_values` row: a datetime's two columns (instant, offset) become one value."""
-    from .layout import decode_datetime
-
-    values, i = [], 0
-    for name in fields:
-        if name != "id" and kind_layout.types[name] is datetime:
-            values.append(None if row[i] is None else decode_datetime(row[i], row[i + 1]))
-            i += 2
-        else:
-            values.append(row[i])
-            i += 1
-    return tuple(values)
-
-
-def _by_tenant(rows: list[tuple[Any, ...]]) -> dict[str | None, list[tuple[Any, ...]]]:
-    """Encoded rows (`KindLayout.encode`: id, tenant, …) grouped by tenant, in order."""
-    groups: dict[str | None, list[tuple[Any, ...]]] = {}
-    for row in rows:
-        groups.setdefault(row[1] or None, []).append(row)
-    return groups
 
 
 def _readable(conn: Connection) -> bool:

@@ -1,0 +1,128 @@
+"""The async side's driver: a plan's steps (steps.py) awaited on a connection of its async pool.
+
+What sync_driver.py does, awaited. A task cancelled at any await stops there: psycopg cancels
+the statement on the server, an open transaction is rolled back (a batch is written whole or not
+at all), and the connection goes back to its pool even if the task is cancelled again meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import nullcontext
+from time import monotonic
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+
+    from .backend import PostgresBackend
+
+    AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+T = TypeVar("T")
+
+
+async def run(backend: PostgresBackend, pool: AsyncConnectionPool[Any], plan: Plan[T]) -> T:
+    """`plan`'s result: its preparations called in a thread (once per store each: a table looked
+    up, vector columns typed), then its statements on one connection of `pool`."""
+    try:
+        step = next(plan)
+        while type(step) is Prepare:
+            step = plan.send(await asyncio.to_thread(step.call))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    if type(step) is not Connect:
+        raise TypeError(f"a plan ran {step!r} before connecting")
+    return await _connected(backend, pool, step, plan)
+
+
+async def _connected(backend: PostgresBackend, pool: AsyncConnectionPool[Any], connect: Connect,
+                     plan: Plan[T]) -> T:
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    try:
+        conn = await pool.getconn()
+    except PoolTimeout as exc:
+        raise backend._no_connection(exc) from None
+    try:
+        if connect.session_tenant is not None and backend._tenant_named.get(conn) != connect.session_tenant:
+            await _name_tenant(backend, conn, connect.session_tenant)
+        if not connect.transaction:
+            return await _steps(conn, plan)
+        async with conn.transaction():
+            return await _steps(conn, plan)
+    except psycopg.Error as exc:
+        raise backend._driver_error(connect.action, exc) from exc
+    finally:
+        plan.close()
+        backend._last_used[conn] = monotonic()
+        await asyncio.shield(pool.putconn(conn))
+
+
+async def _name_tenant(backend: PostgresBackend, conn: AsyncConnection, value: str) -> None:
+    """`PostgresBackend._name_tenant` on an async connection."""
+    from .row_security import SET_TENANT_SESSION
+
+    backend._tenant_named.pop(conn, None)  # unknown if the statement fails
+    await conn.execute(SET_TENANT_SESSION, (value,))
+    backend._tenant_named[conn] = value
+
+
+async def _steps(conn: AsyncConnection, plan: Plan[T]) -> T:
+    """Each step the plan yields, executed, its result sent back (its driver error thrown in)."""
+    import psycopg
+
+    send, value = plan.send, None
+    while True:
+        try:
+            step = send(value)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            value, send = await _execute(conn, step), plan.send
+        except psycopg.Error as exc:
+            value, send = exc, plan.throw
+
+
+async def _execute(conn: AsyncConnection, step: Any) -> Any:
+    kind = type(step)
+    if kind is Run:
+        cursor = conn.cursor(binary=step.binary)
+        await cursor.execute(step.statement, step.params)
+        return await _result(cursor, step)
+    if kind is RunMany:
+        await conn.cursor().executemany(step.statement, step.rows)
+        return None
+    if kind is Pipelined:
+        cursors = []
+        async with conn.pipeline(), conn.transaction() if step.transaction else nullcontext():
+            for part in step.steps:
+                cursor = conn.cursor(binary=type(part) is Run and part.binary)
+                if type(part) is Run:
+                    await cursor.execute(part.statement, part.params)
+                else:
+                    await cursor.executemany(part.statement, part.rows)
+                cursors.append(cursor)
+        return [await _result(cursor, part) for cursor, part in zip(cursors, step.steps, strict=True)]
+    if kind is Copy:
+        async with conn.transaction() if step.savepoint else nullcontext(), \
+                conn.cursor().copy(step.statement) as copy:
+            copy.set_types(step.types)
+            for row in step.rows:
+                await copy.write_row(row)
+        return None
+    raise TypeError(f"a plan yielded {step!r} after connecting")
+
+
+async def _result(cursor: psycopg.AsyncCursor[Any], step: Run | RunMany) -> Any:
+    if step.result == "none":
+        return None
+    if step.result == "all":
+        return await cursor.fetchall()
+    if step.result == "one":
+        return await cursor.fetchone()
+    return cursor.rowcount

@@ -1,0 +1,318 @@
+"""The postgres backend's SQL: every statement its plans run, rendered once per store and shape.
+
+Composing psycopg.sql objects costs more than a small query's round trip, so a statement is
+rendered to bytes once per store and key (kind, statement, filter shape) and kept (see
+`STATEMENT_CACHE_SIZE`). No I/O here: plans.py combines these with parameters and rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...core.filters import Expr, expression_key
+from ...core.protocol import OrderKey
+from .layout import KindLayout
+
+if TYPE_CHECKING:
+    from psycopg import sql
+
+    from .schema import Names
+
+STATEMENT_CACHE_SIZE = 512
+"""Rendered statements kept per store (one per kind, statement and filter shape); past that
+the cache starts again (a program cycling through more filter shapes only renders again)."""
+OPERATORS = {"cosine": "<=>", "dot": "<#>", "l2": "<->"}
+_TYPE_OIDS = {str: 25, int: 20, float: 701, bool: 16}
+_TEXT_ARRAY_OID = 1009
+_TYPE_NAMES = {25: "text", 20: "bigint", 701: "double precision", 16: "boolean", 17: "bytea", 3802: "jsonb",
+               _TEXT_ARRAY_OID: "text[]"}
+
+
+class Statements:
+    """A store's statements (its schema's names, pgvector's type), each rendered once per key."""
+
+    def __init__(self, names: Names, vector_oid: int) -> None:
+        self.names = names
+        self.vector_oid = vector_oid
+        self._cache: dict[tuple[Any, ...], Any] = {}
+
+    def cached(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """`build()` once per store and key (`STATEMENT_CACHE_SIZE` keys, then it starts again)."""
+        found = self._cache.get(key)
+        if found is None:
+            if len(self._cache) >= STATEMENT_CACHE_SIZE:
+                self._cache.clear()
+            found = self._cache[key] = build()
+        return found
+
+    def rendered(self, key: tuple[Any, ...], build: Callable[[], sql.Composable]) -> bytes:
+        """`build()`'s statement as bytes, rendered once per key."""
+        found: bytes = self.cached(key, lambda: build().as_bytes(None))
+        return found
+
+    def condition(self, kind_layout: KindLayout, where: Expr | None) -> tuple[bytes, list[Any]]:
+        """`where` as SQL on the kind's table and its parameters, compiled once per store and
+        expression, values included (an agent searches its own scope call after call; compiling
+        took a third of a filtered search's client time)."""
+        if where is None:
+            return b"TRUE", []
+        from .sql_filters import FilterCompiler
+
+        def build() -> tuple[bytes, list[Any]]:
+            compiler = FilterCompiler(kind_layout)
+            return compiler.where(where).as_bytes(None), compiler.params
+
+        found: tuple[bytes, list[Any]] = self.cached(("where", kind_layout.kind, expression_key(where)), build)
+        return found
+
+    def table(self, kind_layout: KindLayout) -> sql.Identifier:
+        return self.names.table(kind_layout.table)
+
+    def select_list(self, kind_layout: KindLayout) -> sql.Composable:
+        from psycopg import sql
+
+        return sql.SQL(", ").join(sql.Identifier(c) for c in kind_layout.data_columns)
+
+    # meta ------------------------------------------------------------------------------
+    def read_meta(self) -> bytes:
+        from psycopg import sql
+
+        return self.rendered(("read_meta",), lambda: sql.SQL("SELECT value::text FROM {} WHERE key = %s").format(
+            self.names.meta))
+
+    def write_meta(self) -> bytes:
+        from psycopg import sql
+
+        return self.rendered(("write_meta",), lambda: sql.SQL(
+            "INSERT INTO {} (key, value) VALUES (%s, %s::jsonb) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value").format(self.names.meta))
+
+    # reading ---------------------------------------------------------------------------
+    def select(self, kind_layout: KindLayout, condition: bytes, vectors: bool, tail_key: tuple[Any, ...],
+               tail: Callable[[KindLayout], sql.Composable]) -> bytes:
+        """Whole records matching `condition`, the statement ending in `tail` (rendered once per `tail_key`)."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            columns = self.select_list(kind_layout)
+            if vectors:
+                columns = sql.SQL("{}, embedding").format(columns)
+            return sql.SQL("SELECT {} FROM {} WHERE tenant = %s AND {} {}").format(
+                columns, self.table(kind_layout), sql.SQL(condition.decode()), tail(kind_layout))
+
+        return self.rendered(("select", kind_layout.kind, vectors, condition, *tail_key), build)
+
+    def ordered(self, kind_layout: KindLayout, condition: bytes, vectors: bool, order: Sequence[OrderKey],
+                limited: bool) -> bytes:
+        """`select` in `order`, with a `LIMIT %s` if `limited`."""
+        from psycopg import sql
+
+        from .sql_filters import order_by
+
+        def tail(kind_layout: KindLayout) -> sql.Composable:
+            ordering = sql.SQL("ORDER BY {}").format(order_by(kind_layout, order))
+            return sql.SQL("{} LIMIT %s").format(ordering) if limited else ordering
+
+        key = ("order", tuple((o.field, o.descending) for o in order), not limited)
+        return self.select(kind_layout, condition, vectors, key, tail)
+
+    def by_ids(self, kind_layout: KindLayout, vectors: bool) -> bytes:
+        """`select` of the ids in a `text[]` parameter."""
+        from psycopg import sql
+
+        return self.select(kind_layout, b"TRUE", vectors, ("ids",), lambda _: sql.SQL("AND id = ANY(%s::text[])"))
+
+    def values(self, kind_layout: KindLayout, condition: bytes, fields: Sequence[str], order: Sequence[OrderKey],
+               limited: bool) -> bytes:
+        """Only the fields' columns (each a column of the table: not a document field)."""
+        from psycopg import sql
+
+        from .sql_filters import order_by
+
+        def build() -> sql.Composable:
+            columns: list[sql.Composable] = []
+            for name in fields:
+                columns += [sql.Identifier(column) for column, _ in (
+                    kind_layout.field_values(name, None) if name != "id" else [("id", None)])]
+            ordering = sql.SQL(" ORDER BY {}").format(order_by(kind_layout, order)) if order else sql.SQL("")
+            return sql.SQL("SELECT {} FROM {} WHERE tenant = %s AND {}{}{}").format(
+                sql.SQL(", ").join(columns), self.table(kind_layout), sql.SQL(condition.decode()), ordering,
+                sql.SQL(" LIMIT %s") if limited else sql.SQL(""))
+
+        key = ("values", kind_layout.kind, tuple(fields), condition, tuple((o.field, o.descending) for o in order),
+               not limited)
+        return self.rendered(key, build)
+
+    def count_or_delete(self, template: str, kind_layout: KindLayout, condition: bytes) -> bytes:
+        """`template` ("SELECT count(*) FROM {} WHERE …" or "DELETE FROM {} WHERE …") on the kind's table."""
+        from psycopg import sql
+
+        return self.rendered((template, kind_layout.kind, condition), lambda: sql.SQL(template).format(
+            self.table(kind_layout), sql.SQL(condition.decode())))
+
+    def tenants(self, kind_layout: KindLayout) -> bytes:
+        from psycopg import sql
+
+        return self.rendered(("tenants", kind_layout.kind), lambda: sql.SQL(
+            "SELECT DISTINCT tenant FROM {} ORDER BY tenant").format(self.table(kind_layout)))
+
+    def columns_of(self) -> str:
+        """The column names of a table given by its qualified name (a `to_regclass` argument)."""
+        return ("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+                "AND NOT attisdropped")
+
+    # vector search ---------------------------------------------------------------------
+    def nearest(self, kind_layout: KindLayout, metric: str, exact: bool, vectors: bool, explain: bool,
+                condition: bytes, limit: int) -> bytes:
+        """The nearest rows' statement. The inner query orders only (row address, distance) pairs
+        and the outer one reads the columns of the k it kept: a scan that sorts carries narrow
+        rows (half the time of the wide ones on a small table), an index scan is unaffected. The
+        distance is computed once (ordered by its alias); a record without an embedding is not
+        excluded in SQL (a NOT NULL test on the last column runs first and costs every row a full
+        decode): its NULL distance sorts last, and the plan drops it. The limit is a literal:
+        with a parameter the server would plan every execution anew (a generic plan that does not
+        know the limit costs as if it read a tenth of the table), ~0.1 ms each."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            operator = sql.SQL("OPERATOR({}.{})").format(
+                sql.Identifier(self.names.vector_schema), sql.SQL(OPERATORS[metric]))
+            distance: sql.Composable = sql.SQL("embedding {} %s").format(operator)
+            inner, ordering = sql.SQL(""), sql.SQL("")
+            if exact:
+                if metric == "cosine":  # a zero vector has no direction: similarity 0 (NULL stays NULL)
+                    distance = sql.SQL(
+                        "coalesce(nullif({}, 'NaN'::float8), CASE WHEN embedding IS NULL THEN NULL ELSE 1.0 END)"
+                    ).format(distance)
+                inner, ordering = sql.SQL(", id"), sql.SQL(", s.id")
+            table = self.table(kind_layout)
+            columns = [sql.Identifier("t", column) for column in kind_layout.data_columns]
+            if vectors:
+                columns.append(sql.Identifier("t", "embedding"))
+            statement = sql.SQL(
+                "SELECT {columns}, s.distance FROM (SELECT ctid AS row_ref{inner}, {distance} AS distance FROM {table} "
+                "WHERE tenant = %s AND {condition} ORDER BY distance{inner} LIMIT {limit}) AS s "
+                "JOIN {table} AS t ON t.ctid = s.row_ref ORDER BY s.distance{ordering}"
+            ).format(columns=sql.SQL(", ").join(columns), inner=inner, distance=distance, table=table,
+                     condition=sql.SQL(condition.decode()), limit=sql.Literal(limit), ordering=ordering)
+            return sql.SQL("EXPLAIN ") + statement if explain else statement
+
+        return self.rendered(("nearest", kind_layout.kind, metric, exact, vectors, explain, condition, limit), build)
+
+    # writing ---------------------------------------------------------------------------
+    def upsert(self, kind_layout: KindLayout, keep_existing: bool = False) -> bytes:
+        """`put`'s statement for one row (`put_missing`'s with `keep_existing`)."""
+        return self.rendered(("upsert", kind_layout.kind, keep_existing),
+                             lambda: self._upsert_sql(kind_layout, keep_existing=keep_existing))
+
+    def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None,
+                    keep_existing: bool = False) -> sql.Composed:
+        from psycopg import sql
+
+        columns = kind_layout.write_columns
+        names = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+        if source is None:
+            source = sql.SQL("VALUES ({})").format(sql.SQL(", ").join(sql.Placeholder() * len(columns)))
+        if keep_existing:
+            return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO NOTHING").format(
+                self.table(kind_layout), names, source)
+        updates = sql.SQL(", ").join(
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in columns if c not in ("tenant", "id"))
+        return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO UPDATE SET {}").format(
+            self.table(kind_layout), names, source, updates)
+
+    def copy_types(self, kind_layout: KindLayout) -> list[int]:
+        """The OIDs of `write_columns`, for binary COPY."""
+        oids = [25, 25]
+        oids += [_TYPE_OIDS.get(kind_layout.types[name], 20) for name in kind_layout.fields]
+        oids += [20] * len(kind_layout.datetimes)
+        oids += [_TEXT_ARRAY_OID] * len(kind_layout.lists)
+        oids += [17] * len(kind_layout.binary)
+        return [*oids, 17, 3802, self.vector_oid]
+
+    def copy_into(self, kind_layout: KindLayout, staged: bool) -> bytes:
+        """Binary COPY of `write_columns` into the kind's table, or into its staging table."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            columns = sql.SQL(", ").join(sql.Identifier(c) for c in kind_layout.write_columns)
+            target = self._stage(kind_layout) if staged else self.table(kind_layout)
+            return sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(target, columns)
+
+        return self.rendered(("copy", kind_layout.kind, staged), build)
+
+    def staging(self, kind_layout: KindLayout) -> tuple[bytes, bytes, bytes]:
+        """Create the staging table (dropped at commit), upsert from it, drop it (the transaction
+        may stage another batch): the COPY path when ids may exist or the policies apply."""
+        from psycopg import sql
+
+        def build() -> tuple[bytes, bytes, bytes]:
+            stage = self._stage(kind_layout)
+            columns = sql.SQL(", ").join(sql.Identifier(c) for c in kind_layout.write_columns)
+            create = sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
+                stage, self.table(kind_layout))
+            upsert = self._upsert_sql(kind_layout, sql.SQL("SELECT {} FROM {}").format(columns, stage))
+            drop = sql.SQL("DROP TABLE {}").format(stage)
+            return create.as_bytes(None), upsert.as_bytes(None), drop.as_bytes(None)
+
+        found: tuple[bytes, bytes, bytes] = self.cached(("staging", kind_layout.kind), build)
+        return found
+
+    @staticmethod
+    def _stage(kind_layout: KindLayout) -> sql.Identifier:
+        from psycopg import sql
+
+        return sql.Identifier(kind_layout.table + "_stage")
+
+    def append(self, kind_layout: KindLayout) -> bytes:
+        """`put`'s upsert of one checkpoint from a SELECT whose `sequence` and `parent_ids` come from
+        the CTE `latest` (the `checkpoint_latest` function's row) if it has one; returns that
+        parent's id and sequence (NULLs for a root)."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            values: list[sql.Composable] = []
+            for column, type_ in zip(kind_layout.write_columns, self._column_types(kind_layout), strict=True):
+                value = sql.SQL("%s::{}").format(type_)
+                if column == "sequence":
+                    value = sql.SQL("coalesce((SELECT sequence + 1 FROM latest), {})").format(value)
+                elif column == "parent_ids":
+                    value = sql.SQL("coalesce((SELECT ARRAY[id] FROM latest), {})").format(value)
+                values.append(value)
+            insert = self._upsert_sql(kind_layout, sql.SQL("SELECT {}").format(sql.SQL(", ").join(values)))
+            function = self.names.table(self.names.prefix + "checkpoint_latest")
+            return sql.SQL("WITH latest AS (SELECT id, sequence FROM {}(%s, %s, %s, %s)) {} "
+                           "RETURNING (SELECT id FROM latest), (SELECT sequence FROM latest)").format(function, insert)
+
+        return self.rendered(("append",), build)
+
+    def _column_types(self, kind_layout: KindLayout) -> list[sql.Composable]:
+        """The SQL types of `write_columns`, for casts: the names of `copy_types`' OIDs."""
+        from psycopg import sql
+
+        vector = sql.Identifier(self.names.vector_schema, "vector")
+        return [vector if oid == self.vector_oid else sql.SQL(_TYPE_NAMES[oid])
+                for oid in self.copy_types(kind_layout)]
+
+    def lock_doc(self, kind_layout: KindLayout) -> bytes:
+        """The row's document and list columns, locked for an update that rewrites the document."""
+        from psycopg import sql
+
+        return self.rendered(("lock_doc", kind_layout.kind), lambda: sql.SQL(
+            "SELECT {} FROM {} WHERE tenant = %s AND id = %s FOR UPDATE").format(
+            sql.SQL(", ").join([sql.Identifier("doc"), *(sql.Identifier(name) for name in kind_layout.lists)]),
+            self.table(kind_layout)))
+
+    def update(self, kind_layout: KindLayout, assignments: Sequence[tuple[str, bool]]) -> bytes:
+        """`UPDATE … SET` each (column, whether it is incremented) `WHERE tenant = %s AND id = %s`,
+        returning the row as `select` reads it with its embedding."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            sets = [sql.SQL("{0} = {0} + %s" if increment else "{0} = %s").format(sql.Identifier(column))
+                    for column, increment in assignments]
+            return sql.SQL("UPDATE {} SET {} WHERE tenant = %s AND id = %s RETURNING {}, embedding").format(
+                self.table(kind_layout), sql.SQL(", ").join(sets), self.select_list(kind_layout))
+
+        return self.rendered(("update", kind_layout.kind, tuple(assignments)), build)
