@@ -157,11 +157,6 @@ class Statements:
         return self.rendered(("tenants", kind_layout.kind), lambda: sql.SQL(
             "SELECT DISTINCT tenant FROM {} ORDER BY tenant").format(self.table(kind_layout)))
 
-    def columns_of(self) -> str:
-        """The column names of a table given by its qualified name (a `to_regclass` argument)."""
-        return ("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
-                "AND NOT attisdropped")
-
     # vector search ---------------------------------------------------------------------
     def nearest(self, kind_layout: KindLayout, metric: str, exact: bool, vectors: bool, explain: bool,
                 condition: bytes, limit: int) -> bytes:
