@@ -253,6 +253,21 @@ class Kinds:
         except ConfigError as exc:
             raise PluginLoadError(f"{where} is not usable: {exc}") from exc
 
+    def loaded(self, name: str) -> type[Record] | None:
+        """The class of `name` if this process knows it already (no entry point is loaded)."""
+        return self._classes.get(name)
+
+    def find(self, name: str) -> type[Record] | None:
+        """The class of `name`, loading its entry point if need be; None if no class claims it."""
+        try:
+            return self.get(name)
+        except ValidationError:
+            return None
+
+    def from_entry_point(self, name: str) -> bool:
+        """Whether `name` was loaded from a package's entry point (a CLI finds it without `--import`)."""
+        return name in self._loaded_points
+
     def names(self) -> tuple[str, ...]:
         """Every kind: the built-in ones in `KINDS` order, then the others by name. Entry points are
         loaded first, and a broken or contested one raises (a copy must not skip a kind unseen)."""

@@ -45,6 +45,8 @@ from .ranking import Candidates, first_request
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient, models
 
+    from ...core.declarations import KindChange
+
 SCROLL_PAGE = 1000
 DELETE_CHUNK = 1000
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
@@ -195,6 +197,13 @@ class QdrantBackend(Backend):
             assert self._handle is not None, "the store is closed"
             return self._handle.migration_lock
         return super().migration_lock()
+
+    def evolve_kind(self, change: KindChange) -> None:
+        """Payload indexes on the added fields (a server's), then every record put again: its payload
+        gains the fields, so filters on them are exact for records written before."""
+        filterable = record_type(change.kind).filterable
+        self.layout.index_fields(change.kind, {name: filterable[name] for name in change.added})
+        super().evolve_kind(change)
 
     def tenants(self, kind: str) -> list[str | None]:
         """The distinct `_t` values of the kind's collection, by a facet count (the server answers

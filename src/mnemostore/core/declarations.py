@@ -1,0 +1,239 @@
+"""What a store knows of the application kinds it holds: each kind's declaration, recorded at its first write.
+
+A store keeps, under the meta key `kinds`, the declaration of every application kind written to it
+(its filterable fields with their types, counters, indexes and bytes fields, and the class that
+declared it), so a process whose code declares a kind differently is refused before it reads or
+writes a record under the wrong layout; the migration runner plans the difference (`KindChange`).
+The built-in kinds are left out: their layout is each backend's layout history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .errors import KindChanged, MigrationError
+from .kinds import kinds
+from .records import COMMON_FILTERABLE, RECORD_TYPES, Record
+
+if TYPE_CHECKING:
+    from .protocol import Backend
+
+KINDS_KEY = "kinds"
+"""The meta key holding the declarations: {"format": 1, "kinds": {name: declaration}}."""
+FORMAT = 1
+LOCK_WAIT = 60.0
+"""Seconds a first write waits for the store's migration lock to record its kind's declaration."""
+_TYPE_NAMES: dict[type, str] = {str: "str", int: "int", float: "float", bool: "bool", datetime: "datetime"}
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A kind's layout-relevant declaration, as a store records it (comparable, JSON round-trip)."""
+
+    kind: str
+    filterable: dict[str, str]
+    """The kind's own filterable fields (the shared ones are every kind's) -> type name."""
+    incrementable: tuple[str, ...] = ()
+    indexes: tuple[tuple[str, ...], ...] = ()
+    binary: tuple[str, ...] = ()
+    """Bytes fields: SQL backends keep each in a column of its own."""
+    source: str = ""
+    """`module:qualname` of the class that declared it (for messages; not compared)."""
+
+    @classmethod
+    def of(cls, record_cls: type[Record]) -> Declaration:
+        from .codec import binary_fields
+
+        own = {name: _TYPE_NAMES[t] for name, t in record_cls.filterable.items() if name not in COMMON_FILTERABLE}
+        return cls(record_cls.kind, own, tuple(sorted(record_cls.incrementable)),
+                   tuple(tuple(index) for index in record_cls.indexes), binary_fields(record_cls),
+                   f"{record_cls.__module__}:{record_cls.__qualname__}")
+
+    @classmethod
+    def from_json(cls, value: Any) -> Declaration:
+        try:
+            return cls(value["kind"], dict(value["filterable"]), tuple(value.get("incrementable", ())),
+                       tuple(tuple(index) for index in value.get("indexes", ())), tuple(value.get("binary", ())),
+                       str(value.get("source", "")))
+        except (KeyError, TypeError) as exc:
+            raise MigrationError(f"this store's declaration of a kind is malformed ({exc}): {value!r:.200}") from None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "filterable": dict(self.filterable), "incrementable": list(self.incrementable),
+                "indexes": [list(index) for index in self.indexes], "binary": list(self.binary),
+                "source": self.source}
+
+    @property
+    def module(self) -> str:
+        return self.source.partition(":")[0]
+
+
+@dataclass(frozen=True)
+class KindChange:
+    """How the code's declaration of a kind differs from the one its store recorded."""
+
+    stored: Declaration
+    declared: Declaration
+    added: dict[str, str] = field(default_factory=dict)
+    """New filterable fields -> type name: columns (or payload keys) backfilled from the stored documents."""
+    added_indexes: tuple[tuple[str, ...], ...] = ()
+    dropped_indexes: tuple[tuple[str, ...], ...] = ()
+    added_binary: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+    """Differences that are not layout changes (a field removed or retyped, a bytes field removed)."""
+
+    @classmethod
+    def between(cls, stored: Declaration, declared: Declaration) -> KindChange:
+        old, new = stored.filterable, declared.filterable
+        refused = [f"filterable field {name!r} ({old[name]}) is no longer declared" for name in old if name not in new]
+        refused += [f"filterable field {name!r} changed type from {old[name]} to {new[name]}"
+                    for name in old if name in new and new[name] != old[name]]
+        refused += [f"bytes field {name!r} is no longer declared" for name in stored.binary
+                    if name not in declared.binary]
+        return cls(stored, declared, {name: kind for name, kind in new.items() if name not in old},
+                   tuple(index for index in declared.indexes if index not in stored.indexes),
+                   tuple(index for index in stored.indexes if index not in declared.indexes),
+                   tuple(name for name in declared.binary if name not in stored.binary), tuple(refused))
+
+    @property
+    def kind(self) -> str:
+        return self.declared.kind
+
+    @property
+    def empty(self) -> bool:
+        return self.stored.to_json() | {"source": ""} == self.declared.to_json() | {"source": ""}
+
+    @property
+    def id(self) -> str:
+        """The step's migration id: the kind and a digest of both declarations (one id per change)."""
+        digest = hashlib.sha256(orjson.dumps([self.stored.to_json() | {"source": ""},
+                                              self.declared.to_json() | {"source": ""}])).hexdigest()
+        return f"kind.{self.kind}.{digest[:12]}"
+
+    def describe(self) -> str:
+        """The change in words, for plans and errors."""
+        parts = [f"filterable field {name!r} ({kind}) added" for name, kind in self.added.items()]
+        parts += [f"index {index!r} added" for index in self.added_indexes]
+        parts += [f"index {index!r} dropped" for index in self.dropped_indexes]
+        parts += [f"bytes field {name!r} added" for name in self.added_binary]
+        if self.stored.incrementable != self.declared.incrementable:
+            parts.append(f"counters {list(self.stored.incrementable)} -> {list(self.declared.incrementable)}")
+        return "; ".join([*self.refused, *parts])
+
+
+def stored_declarations(backend: Backend) -> dict[str, Declaration]:
+    """The declarations a store recorded, by kind name (empty for a store that recorded none)."""
+    value = backend.read_meta(KINDS_KEY)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or value.get("format") != FORMAT or not isinstance(value.get("kinds"), dict):
+        raise MigrationError(f"this store's record of its kinds is unreadable (format "
+                             f"{value.get('format') if isinstance(value, dict) else None!r}, expected {FORMAT}); "
+                             "it was written by a newer mnemostore, or damaged")
+    return {name: Declaration.from_json(entry) for name, entry in value["kinds"].items()}
+
+
+def write_declarations(backend: Backend, declarations: Mapping[str, Declaration]) -> None:
+    """Persist the declarations (the caller holds the store's migration lock and read them under it)."""
+    entries = {name: {**declaration.to_json(), "recorded_at": datetime.now(UTC).isoformat()}
+               for name, declaration in sorted(declarations.items())}
+    backend.write_meta(KINDS_KEY, {"format": FORMAT, "kinds": entries})
+
+
+def is_application_kind(record_cls: type[Record]) -> bool:
+    return record_cls not in RECORD_TYPES.values()
+
+
+def check_declared(stored: Declaration, record_cls: type[Record], url: str) -> None:
+    """KindChanged, naming the difference and the command to run, unless `record_cls` declares what
+    the store recorded."""
+    change = KindChange.between(stored, Declaration.of(record_cls))
+    if not change.empty:
+        raise kind_changed([change], url)
+
+
+def kind_changed(changes: list[KindChange], url: str) -> KindChanged:
+    """The error for declarations that differ from a store's: what differs, and what to do."""
+    lines = [f"kind {c.kind!r} (declared by {c.declared.source}) differs from this store's record of it"
+             + (f" (declared by {c.stored.source})" if c.stored.source != c.declared.source else "")
+             + f": {c.describe()}" for c in changes]
+    if any(c.refused for c in changes):
+        advice = ("removing or retyping a stored field is not a layout change: it is a record migration the "
+                  "application writes (declare the new field under a new name, and a RecordMigration that fills "
+                  "it from the old one; keep the old field declared)")
+    else:
+        modules = sorted({c.declared.module for c in changes if not _from_entry_point(c.kind)})
+        imports = "".join(f" --import {module}" for module in modules if module != "__main__")
+        url = shlex.quote(url)
+        advice = (f"see the change with `mnemostore migrate plan {url}{imports}` and apply it with `mnemostore "
+                  f"migrate up {url}{imports}` (or open the store once with migrate='auto')")
+        if "__main__" in modules:
+            advice += "; the command needs the module that registers the kind: add --import MODULE"
+    return KindChanged("; ".join(lines) + f". {advice[0].upper()}{advice[1:]}")
+
+
+def _from_entry_point(name: str) -> bool:
+    return kinds.from_entry_point(name)
+
+
+def ensure_declared(backend: Backend, record_cls: type[Record], record: bool) -> bool:
+    """Check a kind against its store's recorded declaration (KindChanged if they differ); with
+    `record` (a first write), record it if the store has none, under the store's migration lock
+    so two writers of two new kinds keep both. Whether the store now holds the declaration."""
+    from ..migrations.locking import holding
+
+    url = backend.url.masked
+    stored = stored_declarations(backend).get(record_cls.kind)
+    if stored is None and record:
+        with holding(backend.migration_lock(), LOCK_WAIT):
+            return record_declaration(backend, record_cls)
+    if stored is not None:
+        check_declared(stored, record_cls, url)
+    return stored is not None
+
+
+def record_declaration(backend: Backend, record_cls: type[Record]) -> bool:
+    """Record a kind's declaration if the store has none (the caller holds the migration lock), or
+    check it against the one the store has. Always True: the store holds it after."""
+    declarations = stored_declarations(backend)
+    stored = declarations.get(record_cls.kind)
+    if stored is not None:
+        check_declared(stored, record_cls, backend.url.masked)
+        return True
+    declarations[record_cls.kind] = Declaration.of(record_cls)
+    write_declarations(backend, declarations)
+    return True
+
+
+def pending_changes(backend: Backend, loaded_only: bool = False) -> list[KindChange]:
+    """How the code's declarations of the kinds a store holds differ from the recorded ones. With
+    `loaded_only` (opening a store), only kinds this process has loaded: entry points stay unloaded."""
+    changes: list[KindChange] = []
+    for name, stored in stored_declarations(backend).items():
+        record_cls = kinds.loaded(name) if loaded_only else kinds.find(name)
+        if record_cls is not None:
+            change = KindChange.between(stored, Declaration.of(record_cls))
+            if not change.empty:
+                changes.append(change)
+    return changes
+
+
+def backfill_value(record_cls: type[Record], name: str, document: Mapping[str, Any], id: str) -> Any:
+    """The value of a newly filterable field for a record written before: its document's (it was a
+    document field), else the field's default; MigrationError if it has neither."""
+    if name in document:
+        return document[name]
+    info = record_cls.model_fields[name]
+    if info.is_required():
+        raise MigrationError(
+            f"{record_cls.kind} {id!r} was written before the field {name!r} existed and the field has no default: "
+            "give it a default, or declare it Optional; the store keeps its recorded declaration of the kind until "
+            "`mnemostore migrate up` completes")
+    return info.get_default(call_default_factory=True)
