@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
+from pydantic import create_model
 
 from .errors import KindChanged, MigrationError
 from .kinds import kinds
@@ -31,6 +33,7 @@ FORMAT = 1
 LOCK_WAIT = 60.0
 """Seconds a first write waits for the store's migration lock to record its kind's declaration."""
 _TYPE_NAMES: dict[type, str] = {str: "str", int: "int", float: "float", bool: "bool", datetime: "datetime"}
+_NAMED_TYPES: dict[str, type] = {name: t for t, name in _TYPE_NAMES.items()}
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,43 @@ def pending_changes(backend: Backend, loaded_only: bool = False) -> list[KindCha
             if not change.empty:
                 changes.append(change)
     return changes
+
+
+def unregistered_kinds(backend: Backend) -> list[Declaration]:
+    """The kinds a store recorded that no class of this process declares (entry points loaded)."""
+    return [declaration for name, declaration in stored_declarations(backend).items() if kinds.find(name) is None]
+
+
+def refuse_unregistered(backend: Backend, action: str) -> None:
+    """MigrationError if the store holds kinds this process does not know: a copy of "every kind"
+    would leave them behind. (The recorded declaration has the typed filterable fields, not the
+    document's other fields, so a kind rebuilt from it would lose their types: it is not rebuilt.)"""
+    missing = unregistered_kinds(backend)
+    if missing:
+        named = ", ".join(f"{d.kind!r} (declared by {d.source})" for d in missing)
+        modules = " ".join(sorted({f"--import {d.module}" for d in missing if d.module not in ("", "__main__")}))
+        raise MigrationError(
+            f"{backend.url.masked} holds kinds this process does not know: {named}; {action} would leave them "
+            f"behind. Import the module that declares each ({modules or '--import MODULE'} on the command line, "
+            "`import` it in Python), or name the kinds to carry (--kinds, kinds=[...])")
+
+
+@contextmanager
+def standing_in(declaration: Declaration) -> Iterator[str]:
+    """For the block, a kind this process does not know registered as a stand-in built from its
+    recorded declaration (typed filterable and bytes fields, all optional): enough to count its
+    records (`mnemostore info`), not to carry them (the document's other fields are unknown)."""
+    types = {name: _NAMED_TYPES[type_name] for name, type_name in declaration.filterable.items()}
+    fields: dict[str, Any] = {name: (Optional[t], None) for name, t in types.items()}  # noqa: UP045
+    fields.update({name: (Optional[bytes], None) for name in declaration.binary})  # noqa: UP045
+    cls = create_model(f"Unregistered_{declaration.kind}", __base__=Record, **fields)
+    cls.kind, cls.filterable = declaration.kind, types
+    cls.incrementable, cls.indexes = frozenset(declaration.incrementable), declaration.indexes
+    kinds.register(cls)
+    try:
+        yield declaration.kind
+    finally:
+        kinds.unregister(declaration.kind)
 
 
 def backfill_value(record_cls: type[Record], name: str, document: Mapping[str, Any], id: str) -> Any:
