@@ -29,6 +29,7 @@ _KIND_CALLS = frozenset({"put", "put_missing", "query", "count", "delete", "upda
 """Backend calls whose first argument is a kind: an application's kind is checked against the store's
 recorded declaration before its first such call (`_declared_call`)."""
 _WRITES = frozenset({"put", "put_missing"})
+_loaded = kinds.loaded
 
 
 class AsyncStore:
@@ -52,10 +53,11 @@ class AsyncStore:
             c.kind: c for c in (self.outcomes, self.heuristics, self.anti_patterns,
                                 self.checkpoints, self.embeddings)
         }
-        self._declared: dict[str, tuple[type[Record], bool]] = {
-            c.kind: (c.record_cls, True) for c in self._collections.values()}
-        """Kind -> (the class checked against the store's recorded declaration, whether the store
-        records it): a kind is looked up again if its class changes (a definition run again)."""
+        self._declared: dict[str, type[Record]] = {c.kind: c.record_cls for c in self._collections.values()}
+        """Kind -> the class checked against the store's recorded declaration: a kind is checked
+        again if its class changes (a definition run again)."""
+        self._unrecorded: set[str] = set()
+        """Kinds checked by a read whose declaration the store has not recorded: a write records it."""
 
     # lifecycle ------------------------------------------------------------------
     async def aclose(self) -> None:
@@ -202,8 +204,8 @@ class AsyncStore:
         if self._closed:
             raise StoreClosed(f"{self!r} is closed")
         if method in _KIND_CALLS:
-            seen = self._declared.get(args[0])
-            if seen is None or seen[0] is not kinds.loaded(args[0]) or (not seen[1] and method in _WRITES):
+            kind = args[0]
+            if self._declared.get(kind) is not _loaded(kind) or (kind in self._unrecorded and method in _WRITES):
                 return self._declared_call(method, args)
         return self._calls(method, *args)  # a driver's error is a BackendError (DRIVER_CALLS)
 
@@ -212,7 +214,11 @@ class AsyncStore:
         if not); a first write records it, so the store knows the layout its records were written in."""
         cls = record_type(args[0])
         recorded = await self._calls.run(ensure_declared, self.backend, cls, method in _WRITES)
-        self._declared[cls.kind] = (cls, recorded)
+        self._declared[cls.kind] = cls
+        if recorded:
+            self._unrecorded.discard(cls.kind)
+        else:
+            self._unrecorded.add(cls.kind)
         return await self._calls(method, *args)
 
     async def _settle_params(self, dimension: int | None, metric: str | None, model: str | None = None) -> None:

@@ -219,6 +219,8 @@ def pending_changes(backend: Backend, loaded_only: bool = False) -> list[KindCha
     """How the code's declarations of the kinds a store holds differ from the recorded ones. With
     `loaded_only` (opening a store), only kinds this process has loaded: entry points stay unloaded."""
     changes: list[KindChange] = []
+    if loaded_only and not kinds.applications():
+        return changes  # nothing to compare: opening a store reads nothing more
     for name, stored in stored_declarations(backend).items():
         record_cls = kinds.loaded(name) if loaded_only else kinds.find(name)
         if record_cls is not None:
