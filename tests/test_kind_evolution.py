@@ -37,8 +37,11 @@ VERSIONS = {
         filterable: ClassVar[dict[str, type]] = {"topic": str, "stars": int}
     """,
     "retyped": """
-        filterable: ClassVar[dict[str, type]] = {"topic": str}
+        filterable: ClassVar[dict[str, type]] = {"topic": str, "stars": float}
         stars: float = 0
+    """,
+    "removed": """
+        filterable: ClassVar[dict[str, type]] = {"topic": str}
     """,
     "required": """
         filterable: ClassVar[dict[str, type]] = {"topic": str, "stars": int, "level": int}
@@ -59,11 +62,11 @@ def _write(path: Path, version: str) -> None:
         @mnemostore.register_kind
         class Jot(mnemostore.Record):
             kind: ClassVar[str] = "jot"
-        {body}
             topic: str
             stars: int = 0
             mood: str = "calm"
             seen: AwareDatetime | None = None
+        {body}
     """).replace("{body}", textwrap.indent(textwrap.dedent(VERSIONS[version]), "    ")))
 
 
@@ -100,13 +103,14 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
-def test_removing_or_retyping_a_stored_field_is_refused_as_a_record_migration(app: Path, url: str) -> None:
+def test_retyping_a_stored_field_is_refused_as_a_record_migration(
+        app: Path, url: str, capsys: pytest.CaptureFixture[str]) -> None:
     before = Path(url.removeprefix("sqlite:///")).read_bytes()
     declare(app, "retyped")
     with pytest.raises(KindChanged) as caught:
         mnemostore.open(url)
     message = str(caught.value)
-    assert "filterable field 'stars' (int) is no longer declared" in message
+    assert "filterable field 'stars' changed type from int to float" in message
     assert "record migration the application writes" in message and "migrate up" not in message
     backend = open_backend(url)
     try:
@@ -116,7 +120,26 @@ def test_removing_or_retyping_a_stored_field_is_refused_as_a_record_migration(ap
             Runner(backend).up()
     finally:
         backend.close()
+    code, _, err = run_cli(capsys, "migrate", "accept", url, "kind.jot", "--import", "app_jots")
+    assert code == 1 and "a changed type is a record migration" in err
     assert Path(url.removeprefix("sqlite:///")).read_bytes() == before
+
+
+def test_a_field_no_longer_declared_is_accepted_not_migrated(
+        app: Path, url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    declare(app, "removed")
+    with pytest.raises(KindChanged, match=r"no longer declared.*`mnemostore migrate accept \S+ kind.jot "
+                                          r"--import app_jots`; its column or payload key is left"):
+        mnemostore.open(url)
+    code, out, err = run_cli(capsys, "migrate", "accept", url, "kind.jot", "--import", "app_jots")
+    assert code == 0, err
+    assert out.strip() == ("recorded the declaration of jot by app_jots:Jot: filterable field 'stars' (int) is no "
+                           "longer declared; counters ['stars'] -> []")
+    with mnemostore.open(url) as store:
+        assert [j.id for j in store.collection("jot").all({"topic": "x"})] == ["a"]
+        assert store.collection("jot").get("a").stars == 0
+    code, _, err = run_cli(capsys, "migrate", "accept", url, "kind.jot", "--import", "app_jots")
+    assert code == 1 and "nothing to accept" in err
 
 
 def test_opening_never_migrates_a_kind_unless_asked(app: Path, url: str) -> None:

@@ -80,8 +80,9 @@ def add_parser(commands: Any) -> None:
     lock_wait(stamp)
     accept = action("accept", "record the new checksum of an applied migration that was edited",
                     "Record the current checksum of an applied migration whose content changed, when the change "
-                    "is intended and already reflected in the store.")
-    accept.add_argument("id", metavar="ID", help="the migration id")
+                    "is intended and already reflected in the store; with ID kind.NAME, record the code's "
+                    "declaration of an application kind whose stored fields it no longer declares.")
+    accept.add_argument("id", metavar="ID", help="the migration id, or kind.NAME")
     lock_wait(accept)
     action("break-lock", "free the store's migration lock (after its holder died)",
            "Free the migration lock whoever holds it and show who held it. A lock file held by a live process "
@@ -156,6 +157,9 @@ def run(args: argparse.Namespace) -> int:
             stamped = runner.stamp(args.target)
             print(f"recorded {len(stamped)} migration(s) as applied without running them: {', '.join(stamped)}"
                   if stamped else "nothing to record: no migration is pending")
+        elif action == "accept" and args.id.startswith("kind."):
+            change = runner.accept_kind(args.id.removeprefix("kind."))
+            print(f"recorded the declaration of {change.kind} by {change.declared.source}: {change.describe()}")
         elif action == "accept":
             entry = runner.accept(args.id)
             print(f"accepted the changed content of {entry.id}: checksum now {entry.checksum[:12]}")

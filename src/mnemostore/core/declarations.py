@@ -89,21 +89,33 @@ class KindChange:
     added_indexes: tuple[tuple[str, ...], ...] = ()
     dropped_indexes: tuple[tuple[str, ...], ...] = ()
     added_binary: tuple[str, ...] = ()
-    refused: tuple[str, ...] = ()
-    """Differences that are not layout changes (a field removed or retyped, a bytes field removed)."""
+    removed: tuple[str, ...] = ()
+    """Filterable or bytes fields no longer declared: not a layout change (`migrate accept` records it)."""
+    retyped: tuple[str, ...] = ()
+    """Filterable fields whose type changed: not a layout change (a record migration, under a new name)."""
 
     @classmethod
     def between(cls, stored: Declaration, declared: Declaration) -> KindChange:
         old, new = stored.filterable, declared.filterable
-        refused = [f"filterable field {name!r} ({old[name]}) is no longer declared" for name in old if name not in new]
-        refused += [f"filterable field {name!r} changed type from {old[name]} to {new[name]}"
-                    for name in old if name in new and new[name] != old[name]]
-        refused += [f"bytes field {name!r} is no longer declared" for name in stored.binary
+        removed = [f"filterable field {name!r} ({old[name]}) is no longer declared" for name in old if name not in new]
+        removed += [f"bytes field {name!r} is no longer declared" for name in stored.binary
                     if name not in declared.binary]
+        retyped = [f"filterable field {name!r} changed type from {old[name]} to {new[name]}"
+                   for name in old if name in new and new[name] != old[name]]
         return cls(stored, declared, {name: kind for name, kind in new.items() if name not in old},
                    tuple(index for index in declared.indexes if index not in stored.indexes),
                    tuple(index for index in stored.indexes if index not in declared.indexes),
-                   tuple(name for name in declared.binary if name not in stored.binary), tuple(refused))
+                   tuple(name for name in declared.binary if name not in stored.binary), tuple(removed), tuple(retyped))
+
+    @property
+    def refused(self) -> tuple[str, ...]:
+        """Differences that are not layout changes: `migrate up` does not apply them."""
+        return (*self.removed, *self.retyped)
+
+    @property
+    def grows(self) -> bool:
+        """Whether the change adds what existing records must be brought to (fields, indexes, bytes columns)."""
+        return bool(self.added or self.added_indexes or self.added_binary)
 
     @property
     def kind(self) -> str:
@@ -167,19 +179,45 @@ def kind_changed(changes: list[KindChange], url: str) -> KindChanged:
     lines = [f"kind {c.kind!r} (declared by {c.declared.source}) differs from this store's record of it"
              + (f" (declared by {c.stored.source})" if c.stored.source != c.declared.source else "")
              + f": {c.describe()}" for c in changes]
-    if any(c.refused for c in changes):
-        advice = ("removing or retyping a stored field is not a layout change: it is a record migration the "
-                  "application writes (declare the new field under a new name, and a RecordMigration that fills "
-                  "it from the old one; keep the old field declared)")
+    url = shlex.quote(url)
+    modules = sorted({c.declared.module for c in changes if not _from_entry_point(c.kind)})
+    imports = "".join(f" --import {module}" for module in modules if module != "__main__")
+    if any(c.retyped for c in changes):
+        advice = ("changing a stored field's type is not a layout change: it is a record migration the application "
+                  "writes (declare the field under a new name, fill it from the old one with a RecordMigration, and "
+                  "keep the old one declared until then)")
+    elif any(c.removed for c in changes):
+        commands = " and ".join(f"`mnemostore migrate accept {url} kind.{c.kind}{imports}`"
+                                for c in changes if c.removed)
+        advice = ("removing a stored field is not a layout change: once the application no longer needs its values "
+                  "(a RecordMigration moves them first if need be), record the kind's new declaration with "
+                  f"{commands}; its column or payload key is left as it is")
     else:
-        modules = sorted({c.declared.module for c in changes if not _from_entry_point(c.kind)})
-        imports = "".join(f" --import {module}" for module in modules if module != "__main__")
-        url = shlex.quote(url)
         advice = (f"see the change with `mnemostore migrate plan {url}{imports}` and apply it with `mnemostore "
                   f"migrate up {url}{imports}` (or open the store once with migrate='auto')")
-        if "__main__" in modules:
-            advice += "; the command needs the module that registers the kind: add --import MODULE"
+    if "__main__" in modules and not any(c.retyped for c in changes):
+        advice += "; the command needs the module that registers the kind: add --import MODULE"
     return KindChanged("; ".join(lines) + f". {advice[0].upper()}{advice[1:]}")
+
+
+def accept_declaration(backend: Backend, name: str) -> KindChange:
+    """Record the code's declaration of kind `name` in place of the store's, where the difference moves
+    no data (fields no longer declared, counters); the caller holds the migration lock."""
+    declarations = stored_declarations(backend)
+    record_cls, stored = kinds.find(name), declarations.get(name)
+    if record_cls is None or stored is None:
+        missing = "this process does not know the kind (--import its module)" if record_cls is None else \
+            "this store has recorded no declaration of it"
+        raise MigrationError(f"cannot accept kind.{name}: {missing}")
+    change = KindChange.between(stored, Declaration.of(record_cls))
+    if change.empty:
+        raise MigrationError(f"kind.{name}: the store's declaration of {name!r} is the code's; nothing to accept")
+    if change.retyped or change.grows:
+        raise MigrationError(f"kind.{name} cannot be accepted ({change.describe()}): a new field, index or bytes field "
+                             "is applied by `mnemostore migrate up`, and a changed type is a record migration")
+    declarations[name] = change.declared
+    write_declarations(backend, declarations)
+    return change
 
 
 def _from_entry_point(name: str) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..core.declarations import kind_changed, pending_changes
+from ..core.declarations import KindChange, accept_declaration, kind_changed, pending_changes
 from ..core.errors import ChecksumMismatch, MigrationError, MnemostoreError, PendingMigrations, StoreTooNew
 from ..core.protocol import PARAMS_KEY
 from .kind_layout import apply_kind_step, kind_steps
@@ -144,6 +144,12 @@ class Runner:
                                            how=f"{entry.how}; accepted a change (was {entry.checksum[:12]})")
             self.backend.write_meta(LEDGER_KEY, ledger.replacing(accepted).to_json())
             return accepted
+
+    def accept_kind(self, name: str) -> KindChange:
+        """Record the code's declaration of an application kind whose stored fields it no longer declares
+        (`core.declarations.accept_declaration`): what `accept kind.NAME` does."""
+        with holding(self.lock, self.lock_wait):
+            return accept_declaration(self.backend, name)
 
     def break_lock(self) -> LockInfo | None:
         """Free the migration lock whoever holds it; return the holder it had."""
