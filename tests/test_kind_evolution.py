@@ -21,7 +21,7 @@ from mnemostore.cli import main
 from mnemostore.core.declarations import stored_declarations
 from mnemostore.core.kinds import kinds
 from mnemostore.core.store import open_backend
-from mnemostore.migrations import Runner
+from mnemostore.migrations import RecordMigration, Runner
 
 VERSIONS = {
     "v1": """
@@ -153,6 +153,22 @@ def test_opening_never_migrates_a_kind_unless_asked(app: Path, url: str) -> None
     with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
         indexes = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "mnemo_jot__mood" in indexes
+
+
+def test_a_record_migration_may_fill_a_field_the_kind_step_of_the_same_run_adds(app: Path, url: str) -> None:
+    declare(app, "grown")
+    fill = RecordMigration("app.0001_mood", kinds=("jot",),
+                           change=lambda r: None if r.mood == "set" else {"mood": "set"})
+    backend = open_backend(url)
+    try:
+        runner = Runner(backend, [fill])
+        planned = [step.migration.layer for step in runner.plan()]
+        assert planned == ["kinds", "records"]
+        assert len(runner.up()) == 2
+    finally:
+        backend.close()
+    with mnemostore.open(url, migrations=[fill]) as store:
+        assert store.collection("jot").count(F.mood == "set") == 2
 
 
 def test_a_change_of_counters_only_is_recorded_by_a_step_that_moves_no_data(app: Path, url: str) -> None:

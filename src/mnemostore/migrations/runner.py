@@ -185,14 +185,16 @@ class Runner:
 
     # internals ------------------------------------------------------------------------
     def _up_steps(self, status: Status, target: str | None) -> list[Migration]:
-        """What `up(target)` runs: the pending migrations, then the kind layout steps (through
-        `target` if it names one; none if it names a listed migration)."""
-        kind_steps = self.kind_steps()
-        ids = [step.id for step in kind_steps]
+        """What `up(target)` runs: the pending migrations with the kind layout steps before the first
+        record migration (one may write a field a kind step adds), through `target` if given."""
+        pending = list(status.pending)
+        at = next((i for i, migration in enumerate(pending) if migration.layer == "records"), len(pending))
+        steps: list[Migration] = [*pending[:at], *self.kind_steps(), *pending[at:]]
+        ids = [migration.id for migration in steps]
         if target is None or target in ids:
-            through = len(ids) if target is None else ids.index(target) + 1
-            return [*status.pending, *kind_steps[:through]]
-        return self._pending_through(status, target)
+            return steps if target is None else steps[:ids.index(target) + 1]
+        self._known(target)
+        return []  # already applied
 
     def _run_kind(self, step: KindMigration) -> None:
         try:
