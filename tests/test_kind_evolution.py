@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from tests.test_cli import run_cli
 
 import mnemostore
 from mnemostore import F, KindChanged, MigrationError
-from mnemostore.cli import main
 from mnemostore.core.declarations import stored_declarations
 from mnemostore.core.kinds import kinds
 from mnemostore.core.store import open_backend
@@ -95,12 +95,6 @@ def url(tmp_path: Path, app: Path) -> str:
         store.collection("jot").put([{"id": "a", "topic": "x", "mood": "sad", "seen": "2025-01-02T03:04:05+02:00"},
                                      {"id": "b", "topic": "y"}])
     return location
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_retyping_a_stored_field_is_refused_as_a_record_migration(
