@@ -245,14 +245,17 @@ def test_sqlite_creates_an_application_kinds_table_at_its_first_write_not_at_a_r
         assert [n.stars for n in store.collection("note").all()] == [2]
 
 
-def test_sqlite_refuses_a_kind_whose_table_predates_a_new_filterable_field(note: type[Note], tmp_path: Path) -> None:
+def test_a_store_refuses_code_whose_kind_gained_a_filterable_field_until_it_is_migrated(
+        note: type[Note], tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'kinds.db'}"
     with mnemostore.open(url) as store:
         store.collection(note).add(topic="a")
     kinds.unregister("note")
-    grown = type("Note", (Record,), {
-        "__annotations__": {"kind": ClassVar[str], "topic": str, "mood": str}, "kind": "note", "mood": "",
-        "filterable": {"topic": str, "mood": str}, "__module__": "app", "__qualname__": "Note"})
+    grown = type("Note", (Note,), {"__annotations__": {"mood": str}, "mood": "", "__module__": "app",
+                                   "__qualname__": "Note", "filterable": {**Note.filterable, "mood": str}})
     register_kind(grown)
-    with mnemostore.open(url) as store, pytest.raises(mnemostore.SchemaMismatch, match="no column for mood"):
-        store.collection("note").count()
+    with pytest.raises(mnemostore.KindChanged, match=r": filterable field 'mood' \(str\) added\. See .*migrate up "
+                                                     r".*--import app"):
+        mnemostore.open(url)
+    with mnemostore.open(url, migrate="auto") as store:
+        assert store.collection("note").count({"mood": ""}) == 1

@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "NotFound": "mnemostore.core.errors",
     "StoreClosed": "mnemostore.core.errors",
     "SchemaMismatch": "mnemostore.core.errors",
+    "KindChanged": "mnemostore.core.errors",
     "BackendError": "mnemostore.core.errors",
     "MigrationError": "mnemostore.core.errors",
     "PendingMigrations": "mnemostore.core.errors",
@@ -86,6 +87,7 @@ if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --str
     from .core.errors import ConfigError as ConfigError
     from .core.errors import DuplicateBackend as DuplicateBackend
     from .core.errors import DuplicateKind as DuplicateKind
+    from .core.errors import KindChanged as KindChanged
     from .core.errors import LockHeld as LockHeld
     from .core.errors import MergeConflict as MergeConflict
     from .core.errors import MigrationError as MigrationError

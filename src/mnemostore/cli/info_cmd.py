@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .objects import add_import_option, import_modules
 from .render import table, to_json
 
 SCHEMA_VERSION_UNKNOWN = "unversioned"
@@ -14,30 +15,40 @@ SCHEMA_VERSION_UNKNOWN = "unversioned"
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "info", help="show a store's backend, counts per kind, parameters and capabilities",
-        description="Open a store and show its backend, URL (password masked), record counts per kind, "
+        description="Open a store and show its backend, URL (password masked), record counts per kind (an "
+                    "application's kinds too; one the store holds but this process does not know is marked), "
                     "embedding dimension and metric, schema version and capabilities. Without URL the store "
                     "is found as mnemostore.open() finds it: $MNEMOSTORE_URL, the config file, then the "
                     "embedded default.")
     parser.add_argument("url", nargs="?", metavar="URL", help="store URL (default: as mnemostore.open() resolves it)")
     parser.add_argument("--tenant", help="count the records of this tenant (default: the default tenant)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_import_option(parser)
     parser.set_defaults(run=run)
 
 
 def collect(url: str | None, tenant: str | None = None) -> dict[str, Any]:
     """Open the store and describe it as plain data."""
     from ..core.config import resolve
+    from ..core.declarations import standing_in, unregistered_kinds
     from ..core.kinds import kind_names
     from ..core.store import open_config
 
     config = resolve(url, **({"tenant": tenant} if tenant is not None else {}))
     with open_config(config, create=False) as store:
+        counts = {kind: store.collection(kind).count() for kind in kind_names()}
+        unregistered: dict[str, str] = {}
+        for declaration in unregistered_kinds(store.backend):
+            with standing_in(declaration) as kind:
+                counts[kind] = store.collection(kind).count()
+            unregistered[kind] = declaration.source
         return {
             "backend": store.backend.name,
             "url": store.backend.url.masked,
             "source": "command line" if config.source == "argument" else config.source,
             "tenant": store.tenant,
-            "counts": {kind: store.collection(kind).count() for kind in kind_names()},
+            "counts": counts,
+            "unregistered": unregistered,
             "dimension": store.params.dimension,
             "metric": store.params.metric,
             "schema_version": schema_version(store.backend),
@@ -59,6 +70,7 @@ def schema_version(backend: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import_modules(args.imports)
     data = collect(args.url, args.tenant)
     if args.json:
         print(to_json(data))
@@ -78,5 +90,8 @@ def run(args: argparse.Namespace) -> int:
     for name, value in facts:
         print(f"{name.ljust(width)}  {value}")
     print()
-    print(table(("KIND", "RECORDS"), list(data["counts"].items())))
+    notes = {kind: f"stored, not registered in this process (declared by {source}: --import it)"
+             for kind, source in data["unregistered"].items()}
+    rows = [(kind, count, notes.get(kind, "")) for kind, count in data["counts"].items()]
+    print(table(("KIND", "RECORDS", "NOTE"), rows))
     return 0

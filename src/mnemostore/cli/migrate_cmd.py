@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from .objects import import_object
+from .objects import add_import_option, import_modules, import_object
 from .render import table, to_json
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ def add_parser(commands: Any) -> None:
         sub.add_argument("--migrations", metavar="MODULE:NAME", action="append", default=[],
                          help="also know the migration(s) at MODULE:NAME (an application's record migrations); "
                               "repeatable")
+        add_import_option(sub)
         sub.set_defaults(run=run)
         return sub
 
@@ -79,8 +80,9 @@ def add_parser(commands: Any) -> None:
     lock_wait(stamp)
     accept = action("accept", "record the new checksum of an applied migration that was edited",
                     "Record the current checksum of an applied migration whose content changed, when the change "
-                    "is intended and already reflected in the store.")
-    accept.add_argument("id", metavar="ID", help="the migration id")
+                    "is intended and already reflected in the store; with ID kind.NAME, record the code's "
+                    "declaration of an application kind whose stored fields it no longer declares.")
+    accept.add_argument("id", metavar="ID", help="the migration id, or kind.NAME")
     lock_wait(accept)
     action("break-lock", "free the store's migration lock (after its holder died)",
            "Free the migration lock whoever holds it and show who held it. A lock file held by a live process "
@@ -109,6 +111,7 @@ def _runner(args: argparse.Namespace, progress: Any = None) -> Iterator[Runner]:
     from ..core.store import open_backend
     from ..migrations.runner import Runner
 
+    import_modules(args.imports)
     migrations = load_migrations(args.migrations)
     creates = args.action in ("up", "stamp") and not getattr(args, "dry_run", False)
     config = resolve(args.url)
@@ -154,6 +157,9 @@ def run(args: argparse.Namespace) -> int:
             stamped = runner.stamp(args.target)
             print(f"recorded {len(stamped)} migration(s) as applied without running them: {', '.join(stamped)}"
                   if stamped else "nothing to record: no migration is pending")
+        elif action == "accept" and args.id.startswith("kind."):
+            change = runner.accept_kind(args.id.removeprefix("kind."))
+            print(f"recorded the declaration of {change.kind} by {change.declared.source}: {change.describe()}")
         elif action == "accept":
             entry = runner.accept(args.id)
             print(f"accepted the changed content of {entry.id}: checksum now {entry.checksum[:12]}")
@@ -181,9 +187,14 @@ def render_plan(steps: Sequence[Step], direction: str, sql: bool) -> str:
 
 def collect_status(runner: Runner) -> dict[str, Any]:
     """The store's migration state as plain data (for text and --json)."""
+    from ..core.errors import KindChanged
     from ..core.protocol import PARAMS_KEY
 
     status = runner.status()
+    try:
+        kind_steps, kind_problem = runner.kind_steps(), None
+    except KindChanged as exc:
+        kind_steps, kind_problem = [], str(exc)
     backend = runner.backend
     holder = runner.lock_holder()
     return {
@@ -192,11 +203,13 @@ def collect_status(runner: Runner) -> dict[str, Any]:
         "params": backend.read_meta(PARAMS_KEY),
         "ledger": status.ledger_exists,
         "legacy_layout": None if status.ledger_exists else backend.legacy_layout(),
-        "current": status.current,
+        "current": status.current and not kind_steps and kind_problem is None,
         "applied": [{"id": e.id, "layer": e.layer, "how": e.how, "applied_at": e.applied_at,
                      "applied_by": e.applied_by, "runner_version": e.runner_version,
                      "transactional": e.transactional, "checksum": e.checksum} for e in status.applied],
-        "pending": [{"id": m.id, "layer": m.layer, "description": m.description} for m in status.pending],
+        "pending": [{"id": m.id, "layer": m.layer, "description": m.description}
+                    for m in [*status.pending, *kind_steps]],
+        "kinds": kind_problem,
         "changed": [{"id": m.id, "recorded": e.checksum, "now": m.checksum} for m, e in status.changed],
         "unknown": [{"id": e.id, "layer": e.layer} for e in status.unknown],
         "too_new": [e.id for e in status.too_new],
@@ -228,7 +241,7 @@ def render_status(data: dict[str, Any]) -> str:
     else:
         ledger = "none: a new store (initialised by `migrate up` or on open)"
     state = "current" if data["current"] else "needs attention" if data["changed"] or data["too_new"] \
-        else "migrations pending"
+        or data["kinds"] else "migrations pending"
     facts = [("store", f"{data['url']} ({data['backend']})"), ("params", shown), ("ledger", ledger),
              ("state", state), ("lock", data["lock"]["describe"] if data["lock"] else "free")]
     lines = [f"{name:<7} {value}" for name, value in facts]
@@ -244,6 +257,8 @@ def render_status(data: dict[str, Any]) -> str:
         lines += ["", "Changed since applied (restore them, or `mnemostore migrate accept URL ID`):",
                   table(("ID", "RECORDED", "NOW"), [(c["id"], c["recorded"][:12], c["now"][:12])
                                                     for c in data["changed"]], indent="  ")]
+    if data["kinds"]:
+        lines += ["", f"Kinds: {data['kinds']}"]
     if data["unknown"]:
         lines += ["", "Applied but unknown to this mnemostore (a newer version, or an application's migrations: "
                       "name them with --migrations):",

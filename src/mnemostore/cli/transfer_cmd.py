@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from .objects import add_import_option, import_modules
 from .render import table, to_json
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser, kinds: bool = True) -> None:
+    add_import_option(parser)
     if kinds:
         parser.add_argument("--kinds", metavar="KIND,...", help="only these record kinds (default: all)")
     parser.add_argument("--batch-size", type=int, default=1000, metavar="N", help="records per batch (default 1000)")
@@ -100,6 +102,7 @@ def run_copy(args: argparse.Namespace) -> int:
     from ..migrations.copying import copy
     from .progress import progress_bar
 
+    import_modules(args.imports)
     with progress_bar(args.quiet) as bar:
         report = copy(args.source, args.destination, kinds=_kinds(args), batch_size=args.batch_size, progress=bar,
                       resume=args.resume, overwrite=args.overwrite, lock_wait=args.lock_wait)
@@ -110,6 +113,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ..migrations.archive import export_archive
     from .progress import progress_bar
 
+    import_modules(args.imports)
     with progress_bar(args.quiet) as bar:
         report = export_archive(args.source, args.file, kinds=_kinds(args), batch_size=args.batch_size,
                                 progress=bar, overwrite=args.overwrite)
@@ -120,6 +124,7 @@ def run_import(args: argparse.Namespace) -> int:
     from ..migrations.archive import import_archive
     from .progress import progress_bar
 
+    import_modules(args.imports)
     with progress_bar(args.quiet) as bar:
         report = import_archive(args.file, args.destination, batch_size=args.batch_size, progress=bar,
                                 resume=args.resume, overwrite=args.overwrite, lock_wait=args.lock_wait)
@@ -131,6 +136,7 @@ def run_reembed(args: argparse.Namespace) -> int:
     from .objects import import_object
     from .progress import progress_bar
 
+    import_modules(args.imports)
     embed = import_object(args.embedder, "--embedder", "myapp.embeddings:embed")
     text = import_object(args.text, "--text", "myapp.embeddings:text_of") if args.text else default_text
     with progress_bar(args.quiet) as bar:

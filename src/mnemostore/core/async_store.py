@@ -16,14 +16,20 @@ from .async_collection import AsyncAntiPatterns, AsyncCollection, AsyncHeuristic
 from .calls import Calls
 from .capabilities import VECTOR_METRICS, Capability
 from .collection import Where, bind_where
+from .declarations import ensure_declared
 from .errors import ConfigError, SchemaMismatch, StoreClosed, UnsupportedCapability, UnsupportedFilter, ValidationError
 from .filters import Expr, walk
-from .kinds import KindRef, record_type
+from .kinds import KindRef, kinds, record_type
 from .protocol import PARAMS_KEY, Backend, Hit, StoreParams
 from .records import AntiPattern, Checkpoint, Embedding, Heuristic, Outcome, Record, utcnow
 from .vectors import as_vector
 
 _FIXED_FIELDS = frozenset({"id", "tenant_id", "created_at", "kind"})
+_KIND_CALLS = frozenset({"put", "put_missing", "query", "count", "delete", "update", "get", "query_values", "search"})
+"""Backend calls whose first argument is a kind: an application's kind is checked against the store's
+recorded declaration before its first such call (`_declared_call`)."""
+_WRITES = frozenset({"put", "put_missing"})
+_loaded = kinds.loaded
 
 
 class AsyncStore:
@@ -47,6 +53,11 @@ class AsyncStore:
             c.kind: c for c in (self.outcomes, self.heuristics, self.anti_patterns,
                                 self.checkpoints, self.embeddings)
         }
+        self._declared: dict[str, type[Record]] = {c.kind: c.record_cls for c in self._collections.values()}
+        """Kind -> the class checked against the store's recorded declaration: a kind is checked
+        again if its class changes (a definition run again)."""
+        self._unrecorded: set[str] = set()
+        """Kinds checked by a read whose declaration the store has not recorded: a write records it."""
 
     # lifecycle ------------------------------------------------------------------
     async def aclose(self) -> None:
@@ -192,7 +203,23 @@ class AsyncStore:
     def _backend_call(self, method: str, *args: Any) -> Awaitable[Any]:
         if self._closed:
             raise StoreClosed(f"{self!r} is closed")
+        if method in _KIND_CALLS:
+            kind = args[0]
+            if self._declared.get(kind) is not _loaded(kind) or (kind in self._unrecorded and method in _WRITES):
+                return self._declared_call(method, args)
         return self._calls(method, *args)  # a driver's error is a BackendError (DRIVER_CALLS)
+
+    async def _declared_call(self, method: str, args: tuple[Any, ...]) -> Any:
+        """A kind's call once the store's recorded declaration of it matches the code's (KindChanged
+        if not); a first write records it, so the store knows the layout its records were written in."""
+        cls = record_type(args[0])
+        recorded = await self._calls.run(ensure_declared, self.backend, cls, method in _WRITES)
+        self._declared[cls.kind] = cls
+        if recorded:
+            self._unrecorded.discard(cls.kind)
+        else:
+            self._unrecorded.add(cls.kind)
+        return await self._calls(method, *args)
 
     async def _settle_params(self, dimension: int | None, metric: str | None, model: str | None = None) -> None:
         """Check configured parameters against the store's, then persist what is new."""

@@ -10,7 +10,7 @@ awaits never suspend, so `run_sync` finishes them in one step without an event l
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncGenerator, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -37,6 +37,10 @@ class Calls(Protocol):
     async def __call__(self, method: str, *args: Any) -> Any:
         """`backend.<method>(*args)`: its result, or its error (a driver's as `BackendError`)."""
 
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)`, a sync helper of core's that makes several backend calls, where the
+        backend's calls run (the caller's thread, or the executor): e.g. recording a kind's declaration."""
+
     async def pause(self) -> None:
         """Let other tasks run during long work on the caller's thread (validating a big batch)."""
 
@@ -53,6 +57,9 @@ class DirectCalls:
 
     async def __call__(self, method: str, *args: Any) -> Any:
         return getattr(self.backend, method)(*args)
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        return function(*args)
 
     async def pause(self) -> None:
         return None

@@ -101,6 +101,11 @@ class SchemaMismatch(MnemostoreError):
     """The store's persisted parameters (dimension, metric, …) differ from the configuration."""
 
 
+class KindChanged(SchemaMismatch):
+    """The code declares a kind differently from what its store recorded; the message names the
+    kind, the difference, and the command that migrates the store (or why no command can)."""
+
+
 class BackendError(MnemostoreError):
     """The engine failed in a way mnemostore could not prevent; the driver error is chained."""
 

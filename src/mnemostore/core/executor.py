@@ -8,9 +8,10 @@ so any of the pool's threads may run any call.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import MnemostoreError
 from .protocol import backend_error
@@ -18,6 +19,8 @@ from .protocol import backend_error
 if TYPE_CHECKING:
     from .async_protocol import AsyncBackend
     from .protocol import Backend
+
+T = TypeVar("T")
 
 
 class ExecutorCalls:
@@ -34,6 +37,9 @@ class ExecutorCalls:
 
     async def __call__(self, method: str, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, getattr(self.backend, method), *args)
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
 
     async def pause(self) -> None:
         await asyncio.sleep(0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from importlib.metadata import EntryPoint
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -153,6 +153,9 @@ class Kinds:
         self._loaded_points: set[str] = set()
         self._errors: dict[str, ConfigError] = {}
         self._lock = threading.RLock()
+        self.loaded: Callable[[str], type[Record] | None] = self._classes.get
+        """The class of a kind if this process knows it already (no entry point is loaded): a plain
+        dict lookup, made on every call of the facade."""
         for cls in RECORD_TYPES.values():  # through the same checks as an application's kind
             self._add(cls, ())
 
@@ -252,6 +255,21 @@ class Kinds:
             raise
         except ConfigError as exc:
             raise PluginLoadError(f"{where} is not usable: {exc}") from exc
+
+    def applications(self) -> tuple[str, ...]:
+        """The application kinds this process knows already (none loaded from entry points here)."""
+        return tuple(name for name in self._classes if name not in RECORD_TYPES)
+
+    def find(self, name: str) -> type[Record] | None:
+        """The class of `name`, loading its entry point if need be; None if no class claims it."""
+        try:
+            return self.get(name)
+        except ValidationError:
+            return None
+
+    def from_entry_point(self, name: str) -> bool:
+        """Whether `name` was loaded from a package's entry point (a CLI finds it without `--import`)."""
+        return name in self._loaded_points
 
     def names(self) -> tuple[str, ...]:
         """Every kind: the built-in ones in `KINDS` order, then the others by name. Entry points are

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..migrations.locking import MigrationLock
     from ..migrations.model import LayoutMigration
     from .async_protocol import AsyncBackend
+    from .declarations import KindChange
     from .url import StoreURL
     from .vectors import Vector
 
@@ -295,6 +296,16 @@ class Backend(ABC):
         step(self)
         self.write_meta(LEDGER_KEY, dict(ledger))
 
+    def evolve_kind(self, change: KindChange) -> None:
+        """Bring an application kind this store holds to its grown declaration (`change`: filterable
+        fields, indexes or bytes fields added), so filters on an added field are exact for records
+        written before too. The runner calls it under the migration lock, then records the
+        declaration; it must be safe to run again after a failure. The default puts every record
+        again (a payload or metadata map gains the fields); SQL backends add columns and indexes."""
+        from ..migrations.kind_layout import rewrite_records
+
+        rewrite_records(self, change)
+
     def describe(self) -> dict[str, Any]:
         """Backend facts for `mnemostore info` (paths, server versions); no secrets."""
         return {}
@@ -302,7 +313,7 @@ class Backend(ABC):
 
 DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "put_missing", "query", "count", "delete",
                 "update", "get", "query_values", "append_checkpoint", "search", "tenants", "migration_lock",
-                "legacy_layout", "describe")
+                "legacy_layout", "evolve_kind", "describe")
 """The protocol methods whose non-mnemostore errors core turns into `BackendError`, on every path
 (the facade, the migration runner, copy, export). `exists` and `open` are wrapped where core calls
 them (`core.store.open_backend`: a missing driver module names the extra there), and `run_layout`

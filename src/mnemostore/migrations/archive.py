@@ -31,6 +31,7 @@ import orjson
 
 from ..core.base64text import from_text, to_text
 from ..core.codec import json_default, parse_fields
+from ..core.declarations import refuse_unregistered
 from ..core.errors import MigrationError, ValidationError
 from ..core.kinds import record_type
 from ..core.protocol import StoreParams
@@ -119,6 +120,8 @@ def export_archive(source: str | Store, path: str | os.PathLike[str], *, kinds: 
     started = time.perf_counter()
     with ExitStack() as stack:
         src = stack.enter_context(opened(source, create=False))
+        if kinds is None:
+            refuse_unregistered(src.backend, "an export")
         out = stack.enter_context(_writing(target))
         out.write(orjson.dumps({
             "format": FORMAT_NAME, "version": FORMAT_VERSION, "source": src.backend.url.masked,

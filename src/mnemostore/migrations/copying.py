@@ -19,6 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.declarations import refuse_unregistered
 from ..core.errors import ConfigError, MigrationError
 from .destination import Destination, Origin, opened, same_store
 from .progress import Progress, Silent
@@ -107,6 +108,8 @@ def copy(source: str | Store, destination: str | Store, *, kinds: Sequence[str] 
     started = time.perf_counter()
     with ExitStack() as stack:
         src = stack.enter_context(opened(source, create=False))
+        if kinds is None:
+            refuse_unregistered(src.backend, "a copy")
         origin = Origin("store", src.backend.url.masked, src.backend.url.masked, chosen, src.params)
         dst = stack.enter_context(opened(destination, src.params))
         if same_store(src.backend, dst.backend):

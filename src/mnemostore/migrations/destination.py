@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ..core.declarations import is_application_kind, record_declaration
 from ..core.errors import MigrationError, SchemaMismatch
 from ..core.protocol import StoreParams
 from ..core.records import Record
@@ -150,6 +151,7 @@ class Destination:
         self._lock: MigrationLock | None = None
         self._lock_info: LockInfo | None = None
         self._started_at = datetime.now(UTC).isoformat()
+        self._declared: set[str] = set()
 
     def __enter__(self) -> Destination:
         self._lock = self.backend.migration_lock()
@@ -207,6 +209,11 @@ class Destination:
         if not records:
             return
         self._check_dimension(records)
+        if kind not in self._declared:  # the destination records an application kind's declaration
+            record_cls = type(records[0])
+            if is_application_kind(record_cls):
+                record_declaration(self.backend, record_cls)
+            self._declared.add(kind)
         self.backend.put(kind, records)
         self._save(Position(kind, tenant, records[-1].id))
         assert self._lock is not None and self._lock_info is not None, "use the Destination in a with block"

@@ -22,10 +22,11 @@ from ..core.kinds import is_kind, kind_names
 from ..core.records import KINDS, Record
 
 if TYPE_CHECKING:
+    from ..core.declarations import KindChange
     from ..core.protocol import Backend
 
 Direction = Literal["up", "down"]
-Layer = Literal["layout", "records"]
+Layer = Literal["layout", "records", "kinds"]
 
 LayoutStep = Sequence[str] | Callable[["Backend"], None]
 """SQL statements (run by a SQL backend's `run_layout`) or a function of the open backend."""
@@ -198,3 +199,30 @@ class RecordMigration(Migration):
         if function is None:
             raise ConfigError(f"record migration {self.id!r} cannot be reverted")
         return function
+
+
+@dataclass(frozen=True)
+class KindMigration(Migration):
+    """An application kind a store holds, brought to the code's grown declaration (`KindChange`):
+    columns or payload keys for new filterable fields, backfilled from the stored documents, and
+    indexes. Planned from the store's recorded declaration, not listed anywhere; the recorded
+    declaration, rewritten when the step completes, is its ledger. Each step can run again."""
+
+    change: KindChange | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer", "kinds")
+        if self.change is None:
+            raise ConfigError(f"kind migration {self.id!r} needs its change")
+        super().__post_init__()
+
+    def content(self) -> str:
+        return f"kinds {self.id}"
+
+    @property
+    def reversible(self) -> bool:
+        return False
+
+    @property
+    def transactional(self) -> bool:
+        return False

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
+from ..core.declarations import refuse_unregistered
 from ..core.errors import ConfigError, MigrationError, ValidationError
 from ..core.protocol import StoreParams
 from ..core.records import Record
@@ -56,6 +57,8 @@ def reembed(source: str | Store, staging: str | Store, embed: EmbedFunction, *, 
     started = time.perf_counter()
     with ExitStack() as stack:
         src = stack.enter_context(opened(source, create=False))
+        if kinds is None:
+            refuse_unregistered(src.backend, "re-embedding")
         params = StoreParams(dimension, src.params.metric, model)
         origin = Origin("reembedding", src.backend.url.masked, f"{src.backend.url.masked} as {model}", chosen,
                         params)

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..core.errors import ChecksumMismatch, MigrationError, PendingMigrations, StoreTooNew
+from ..core.declarations import KindChange, accept_declaration, kind_changed, pending_changes
+from ..core.errors import ChecksumMismatch, MigrationError, MnemostoreError, PendingMigrations, StoreTooNew
 from ..core.protocol import PARAMS_KEY
+from .kind_layout import apply_kind_step, kind_steps
 from .ledger import LEDGER_KEY, Ledger, LedgerEntry
 from .locking import LockInfo, MigrationLock, holding
-from .model import Direction, LayoutMigration, Migration, RecordMigration
+from .model import Direction, KindMigration, LayoutMigration, Migration, RecordMigration
 from .plan import Status, compare, known_migrations
 from .progress import Progress, Silent
 from .records import run_records
@@ -69,24 +71,35 @@ class Runner:
     def lock_holder(self) -> LockInfo | None:
         return self.lock.holder()
 
+    def kind_steps(self) -> list[KindMigration]:
+        """The steps that bring the application kinds this store holds to the code's declarations
+        (`migrations.kind_layout`); KindChanged if a difference is not a layout change."""
+        return kind_steps(self.backend)
+
     def plan(self, target: str | None = None, direction: Direction = "up") -> list[Step]:
         """What `up(target)` or `down(target)` would do, without doing it (`--dry-run`)."""
         status = self.status()
         self._check_sound(status)
-        chosen = self._pending_through(status, target) if direction == "up" else self._applied_after(status, target)
+        chosen = self._up_steps(status, target) if direction == "up" else self._applied_after(status, target)
         return [Step(m, direction, tuple(self.backend.layout_sql(m, direction))
                      if isinstance(m, LayoutMigration) else ()) for m in chosen]
 
     # changing -------------------------------------------------------------------------
-    def up(self, target: str | None = None) -> list[str]:
-        """Apply pending migrations in order (through `target`); return the ids applied."""
+    def up(self, target: str | None = None, *, kinds: bool = True) -> list[str]:
+        """Apply pending migrations in order (through `target`), then the kind layout steps (unless
+        `kinds` is False: what opening a store applies); return the ids applied."""
         with holding(self.lock, self.lock_wait) as info:
             ledger = self._adopt(Ledger.read(self.backend))
             status = compare(self.migrations, ledger)
             self._check_sound(status)
             done: list[str] = []
-            for migration in self._pending_through(status, target):
-                ledger, info = self._run(migration, "up", ledger, info)
+            chosen = self._up_steps(status, target) if kinds else self._pending_through(status, target)
+            for migration in chosen:
+                if isinstance(migration, KindMigration):
+                    self._run_kind(migration)
+                    info = self.lock.refresh(info)
+                else:
+                    ledger, info = self._run(migration, "up", ledger, info)
                 done.append(migration.id)
             if not ledger.exists:
                 self.backend.write_meta(LEDGER_KEY, ledger.to_json())
@@ -132,6 +145,12 @@ class Runner:
             self.backend.write_meta(LEDGER_KEY, ledger.replacing(accepted).to_json())
             return accepted
 
+    def accept_kind(self, name: str) -> KindChange:
+        """Record the code's declaration of an application kind whose stored fields it no longer declares
+        (`core.declarations.accept_declaration`): what `accept kind.NAME` does."""
+        with holding(self.lock, self.lock_wait):
+            return accept_declaration(self.backend, name)
+
     def break_lock(self) -> LockInfo | None:
         """Free the migration lock whoever holds it; return the holder it had."""
         return self.lock.force_release()
@@ -144,7 +163,7 @@ class Runner:
         if status.ledger_exists and not status.pending:
             return
         if auto or self._is_new(status) or not status.pending or self._only_layout_adoption(status):
-            self.up()
+            self.up(kinds=False)
             return
         status = self._settled_status()
         self._check_sound(status)
@@ -155,7 +174,37 @@ class Runner:
             f"this store needs migrations before it can be used: {names}. Apply them with: mnemostore migrate up "
             f"{self.backend.url.masked} (or open the store with migrate='auto')")
 
+    def ensure_kinds_current(self, auto: bool) -> None:
+        """On open: the application kinds this process has loaded match what the store recorded (one
+        metadata read), or, with `auto`, are brought to it; else KindChanged names the command."""
+        changes = pending_changes(self.backend, loaded_only=True)
+        if changes and auto and not any(change.refused for change in changes):
+            self.up()
+        elif changes:
+            raise kind_changed(changes, self.backend.url.masked)
+
     # internals ------------------------------------------------------------------------
+    def _up_steps(self, status: Status, target: str | None) -> list[Migration]:
+        """What `up(target)` runs: the pending migrations with the kind layout steps before the first
+        record migration (one may write a field a kind step adds), through `target` if given."""
+        pending = list(status.pending)
+        at = next((i for i, migration in enumerate(pending) if migration.layer == "records"), len(pending))
+        steps: list[Migration] = [*pending[:at], *self.kind_steps(), *pending[at:]]
+        ids = [migration.id for migration in steps]
+        if target is None or target in ids:
+            return steps if target is None else steps[:ids.index(target) + 1]
+        self._known(target)
+        return []  # already applied
+
+    def _run_kind(self, step: KindMigration) -> None:
+        try:
+            apply_kind_step(self.backend, step)
+        except MnemostoreError:
+            raise
+        except Exception as exc:
+            raise MigrationError(f"kind migration {step.id!r} failed: {type(exc).__name__}: {exc}; the store "
+                                 "keeps its recorded declaration, and the step can run again") from exc
+
     def _is_new(self, status: Status) -> bool:
         """No ledger and never opened as a store: every open by any mnemostore version writes the
         store's parameters, so a store without them holds nothing (one metadata read)."""
@@ -267,6 +316,9 @@ class Runner:
 
 
 def migrate_on_open(backend: Backend, migrations: Sequence[Migration], auto: bool | None) -> None:
-    """What `mnemostore.open` does: bring the store up to date, or refuse (see `ensure_current`)."""
-    Runner(backend, migrations).ensure_current(type(backend).auto_migrate if auto is None else auto)
+    """What `mnemostore.open` does: bring the store up to date, or refuse (see `ensure_current`).
+    A kind's grown declaration is applied only when asked (`migrate="auto"`), never by default."""
+    runner = Runner(backend, migrations)
+    runner.ensure_current(type(backend).auto_migrate if auto is None else auto)
+    runner.ensure_kinds_current(auto is True)
 

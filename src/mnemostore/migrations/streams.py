@@ -47,7 +47,8 @@ def chosen_kinds(kinds: Sequence[str] | None) -> tuple[str, ...]:
         return kind_names()
     unknown = [kind for kind in kinds if not is_kind(kind)]
     if unknown:
-        raise MigrationError(f"unknown record kind(s): {', '.join(unknown)}; choose from {', '.join(kind_names())}")
+        raise MigrationError(f"unknown record kind(s): {', '.join(unknown)}; choose from {', '.join(kind_names())} "
+                             "(an application's kind is known once its module is imported: --import MODULE)")
     return tuple(sorted(set(kinds), key=kind_key))
 
 

@@ -31,7 +31,7 @@ ASYNC_KINDS = ("heuristic", "checkpoint")
 kind, and these two have the special paths (counters and vectors; states, payloads and lineage).
 Every kind runs through the sync facade: the async runs then add about half the suite's time."""
 
-SYNC_ONLY_AREAS = frozenset({"processes", "crashes", "migrations"})
+SYNC_ONLY_AREAS = frozenset({"processes", "crashes", "migrations", "kind_evolution"})
 """Clause modules that stay on the sync facade: their subject is other processes, or the migration
 runner, which has no async form; the async facade opens and migrates through the same code."""
 

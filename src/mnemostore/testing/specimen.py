@@ -45,3 +45,26 @@ def registered() -> Iterator[str]:
         yield SPECIMEN
     finally:
         kinds.unregister(SPECIMEN)
+
+
+class GrownSpecimen(Specimen):
+    """The suite's kind as an application grows it: `seen_at` (in the document until now) becomes
+    filterable, a new filterable `grade` has a default, and an index covers it (a layout change)."""
+
+    filterable: ClassVar[dict[str, type]] = {**Specimen.filterable, "seen_at": datetime, "grade": int}
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("label", "count"), ("grade",))
+
+    grade: int = 3
+
+
+@contextmanager
+def grown() -> Iterator[type[GrownSpecimen]]:
+    """For the block, the suite's kind declared as `GrownSpecimen` (the code of a newer release), then
+    `Specimen` again: inside `registered()`."""
+    kinds.unregister(SPECIMEN)
+    kinds.register(GrownSpecimen)
+    try:
+        yield GrownSpecimen
+    finally:
+        kinds.unregister(SPECIMEN)
+        kinds.register(Specimen)

@@ -26,6 +26,7 @@ from .clauses.fidelity import FidelityClauses
 from .clauses.filters import FilterClauses
 from .clauses.fuzzing import FuzzClauses
 from .clauses.isolation import IsolationClauses
+from .clauses.kind_evolution import KindEvolutionClauses
 from .clauses.kinds import KindClauses
 from .clauses.merges import MergeClauses
 from .clauses.migrations import MigrationClauses
@@ -59,6 +60,7 @@ class ConformanceSuite(
     FuzzClauses,
     MigrationClauses,
     KindClauses,
+    KindEvolutionClauses,
 ):
     """Every clause of the suite. Subclass it and provide `store_url`."""
 

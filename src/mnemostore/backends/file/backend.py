@@ -32,6 +32,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...core.capabilities import Capability
+from ...core.declarations import KindChange
 from ...core.errors import BackendError, ConfigError, SchemaMismatch, StoreClosed
 from ...core.filters import Expr, matches
 from ...core.kinds import kind_names, record_type
@@ -267,6 +268,15 @@ class FileBackend(Backend):
     def migration_lock(self) -> MigrationLock:
         """`migrate.lock` beside the store's `lock`: readers and writers go on while a runner waits."""
         return FileLock(self.directory / MIGRATE_LOCK_FILE)
+
+    def evolve_kind(self, change: KindChange) -> None:
+        """The kind's index is built again from its log (it holds records decoded as the kind was
+        declared before), then every record is put again (`Backend.evolve_kind`)."""
+        with self._mutex:
+            state = self._kinds.pop(change.kind, None)
+            if state is not None:
+                state.log.close()
+        super().evolve_kind(change)
 
     def tenants(self, kind: str) -> list[str | None]:
         """The tenants of the kind's index (built from its log anyway), skipping emptied ones."""

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from psycopg import sql
     from psycopg_pool import ConnectionPool
 
+    from ...core.declarations import KindChange
     from ...migrations.locking import MigrationLock
     from .schema import Names
     from .steps import Plan
@@ -388,8 +389,8 @@ class PostgresBackend(Backend):
         if missing:
             raise SchemaMismatch(
                 f"this store's {kind} table has no column for {', '.join(missing)}: the kind's declaration gained "
-                "filterable fields since its table was created, and migrating a stored kind to new filterable "
-                "fields is not supported yet")
+                f"fields since its table was created; `mnemostore migrate plan {self.url.masked}` shows the change "
+                "and `mnemostore migrate up` applies it")
         self._kind_tables.add(kind_layout.table)
         return kind_layout
 
@@ -526,6 +527,20 @@ class PostgresBackend(Backend):
         if has_ledger or not version:
             return None
         return HISTORY[min(version, NEWEST_LAYOUT_VERSION) - 1].id
+
+    def evolve_kind(self, change: KindChange) -> None:
+        """The kind's table grown in one transaction (`schema.evolve_kind`), without the store's
+        statement_timeout: a backfill of a large table takes as long as it takes."""
+        from . import schema
+
+        kind_layout = self._layout(change.kind)
+        with self._transaction() as conn:
+            conn.execute("SET LOCAL statement_timeout = 0")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.names.lock_key(),))
+            schema.evolve_kind(conn, self.names, kind_layout, change)
+        self._kind_tables.discard(kind_layout.table)
+        if self._statements is not None:
+            self._statements.clear()
 
     def layout_sql(self, migration: LayoutMigration, direction: Literal["up", "down"] = "up") -> list[str]:
         """A layout step's statements as they run on this store (its schema and prefix filled in)."""

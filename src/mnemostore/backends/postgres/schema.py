@@ -14,13 +14,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
 
+from ...core.codec import parse_fields
+from ...core.declarations import backfill_value
 from ...core.errors import BackendError, MigrationError, SchemaMismatch, StoreTooNew
 from ...core.kinds import kind_names
-from .layout import COLUMN_TYPES, SCOPE_COLUMNS, SCOPE_PREFIX, KindLayout, layout, offset_column
+from .layout import COLUMN_TYPES, SCOPE_COLUMNS, SCOPE_PREFIX, KindLayout, decode_doc, layout, offset_column
+
+if TYPE_CHECKING:
+    from ...core.declarations import KindChange
 
 OPCLASSES = {"cosine": "vector_cosine_ops", "dot": "vector_ip_ops", "l2": "vector_l2_ops"}
 LAYOUT_VERSION_KEY = "layout_version"
@@ -247,11 +254,8 @@ def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind
         table, sql.SQL(", ").join(columns), sql.Identifier(names.vector_schema, "vector"))]
     statements += [sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE EXTERNAL").format(table, sql.Identifier(name))
                    for name in ("doc", *kind_layout.binary)]
-    for fields in (("created_at", "id"), *((name,) for name in sorted(SCOPE_COLUMNS)), *kind_layout.indexes):
-        keys = [sql.SQL("left({}, {})").format(sql.Identifier(name), sql.Literal(SCOPE_PREFIX))
-                if name in kind_layout.prefixed else sql.Identifier(name) for name in fields]
-        statements.append(sql.SQL("CREATE INDEX {} ON {} (tenant, {})").format(
-            sql.Identifier(index_name(kind_layout.table, fields)), table, sql.SQL(", ").join(keys)))
+    statements += [index_sql(names, kind_layout, fields) for fields in
+                   (("created_at", "id"), *((name,) for name in sorted(SCOPE_COLUMNS)), *kind_layout.indexes)]
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (names.lock_key(),))
         if _exists(conn, names, kind_layout.table):
@@ -260,3 +264,55 @@ def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind
             conn.execute(statement)
         for policy in policies:
             conn.execute(policy)
+
+
+def index_sql(names: Names, kind_layout: KindLayout, fields: Sequence[str]) -> sql.Composed:
+    """An index of a kind's table led by the tenant (text it indexes by prefix: `KindLayout.prefixed`)."""
+    keys = [sql.SQL("left({}, {})").format(sql.Identifier(name), sql.Literal(SCOPE_PREFIX))
+            if name in kind_layout.prefixed else sql.Identifier(name) for name in fields]
+    return sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tenant, {})").format(
+        sql.Identifier(index_name(kind_layout.table, fields)), names.table(kind_layout.table), sql.SQL(", ").join(keys))
+
+
+def evolve_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind_layout: KindLayout,
+                change: KindChange) -> None:
+    """A kind's table grown to its declaration, in the caller's transaction: a column (and offset column)
+    per added field, filled from the stored documents (else the field's default), bytea columns for
+    added bytes fields, and the declared indexes. Columns already there (a step run again) are kept."""
+    table = names.table(kind_layout.table)
+    if not _exists(conn, names, kind_layout.table):
+        return  # never written here: its first write makes its table as now declared
+    added = [name for name in change.added if name in kind_layout.types]
+    columns = [(name, COLUMN_TYPES[kind_layout.types[name]]) for name in added]
+    columns += [(offset_column(name), "bigint") for name in added if kind_layout.types[name] is datetime]
+    columns += [(name, "bytea") for name in change.added_binary]
+    for name, column_type in columns:
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+            table, sql.Identifier(name), sql.SQL(column_type)))
+    if added:
+        _backfill(conn, table, kind_layout, added)
+    for fields in change.dropped_indexes:
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(
+            sql.Identifier(names.schema, index_name(kind_layout.table, fields))))
+    for fields in change.added_indexes:
+        conn.execute(index_sql(names, kind_layout, fields))
+
+
+def _backfill(conn: psycopg.Connection[tuple[object, ...]], table: sql.Identifier, kind_layout: KindLayout,
+              added: Sequence[str]) -> None:
+    """Each row's values of the `added` fields, from its document (they were document fields) or defaults."""
+    targets = [column for name in added for column, _ in kind_layout.field_values(name, None)]
+    update = sql.SQL("UPDATE {} SET {} WHERE tenant = %s AND id = %s").format(
+        table, sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(column)) for column in targets))
+    select = sql.SQL("SELECT tenant, id, doc FROM {} WHERE (tenant, id) > (%s, %s) ORDER BY tenant, id LIMIT 1000")
+    last = ("", "")
+    while rows := conn.execute(select.format(table), last).fetchall():
+        changed = []
+        for tenant, id, doc in rows:
+            data = parse_fields(kind_layout.cls, decode_doc(bytes(doc)))  # type: ignore[call-overload]
+            values = [value for name in added for _, value in
+                      kind_layout.field_values(name, backfill_value(kind_layout.cls, name, data, str(id)))]
+            changed.append((*values, tenant, id))
+        with conn.cursor() as cursor:
+            cursor.executemany(update, changed)
+        last = (str(rows[-1][0]), str(rows[-1][1]))

@@ -37,6 +37,10 @@ class Statements:
         self.vector_oid = vector_oid
         self._cache: dict[tuple[Any, ...], Any] = {}
 
+    def clear(self) -> None:
+        """Forget every rendered statement (a kind's table gained columns)."""
+        self._cache.clear()
+
     def cached(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """`build()` once per store and key (`STATEMENT_CACHE_SIZE` keys, then it starts again)."""
         found = self._cache.get(key)

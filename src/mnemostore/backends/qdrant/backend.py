@@ -42,6 +42,8 @@ from .options import QdrantOptions, parse_location
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient, QdrantClient
 
+    from ...core.declarations import KindChange
+
 _COMMON = frozenset({
     Capability.FILTER_RANGE, Capability.FILTER_METADATA, Capability.VECTOR_COSINE, Capability.VECTOR_DOT,
     Capability.VECTOR_L2, Capability.VECTOR_FILTERED, Capability.LARGE_STATE,
@@ -200,6 +202,13 @@ class QdrantBackend(Backend):
             assert self._handle is not None, "the store is closed"
             return self._handle.migration_lock
         return super().migration_lock()
+
+    def evolve_kind(self, change: KindChange) -> None:
+        """Payload indexes on the added fields (a server's), then every record put again: its payload
+        gains the fields, so filters on them are exact for records written before."""
+        filterable = record_type(change.kind).filterable
+        self.layout.index_fields(change.kind, {name: filterable[name] for name in change.added})
+        super().evolve_kind(change)
 
     def tenants(self, kind: str) -> list[str | None]:
         """The distinct `_t` values of the kind's collection, by a facet count (the server answers

@@ -10,6 +10,7 @@ and gets one (`create_vector_name`) the first time the store's dimension is know
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -168,13 +169,22 @@ class Layout:
         """Payload indexes on the tenant and every filterable field (a server uses them; local mode has none)."""
         from qdrant_client import models
 
-        client = self.handle.client
-        client.create_payload_index(
+        self.handle.client.create_payload_index(
             name, TENANT, field_schema=models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True))
+        self._index_fields(name, record_type(kind).filterable)
+
+    def index_fields(self, kind: str, fields: Mapping[str, type]) -> None:
+        """Payload indexes on the fields a kind's declaration gained (`Backend.evolve_kind`), on a server."""
+        if self.server and self.exists(kind):
+            self._index_fields(self.name(kind), fields)
+
+    def _index_fields(self, name: str, fields: Mapping[str, type]) -> None:
+        from qdrant_client import models
+
         schemas: dict[type, Any] = {
             str: models.PayloadSchemaType.KEYWORD, bool: models.PayloadSchemaType.BOOL,
             int: models.PayloadSchemaType.INTEGER, float: models.PayloadSchemaType.FLOAT,
             datetime: models.PayloadSchemaType.INTEGER,
         }
-        for field, field_type in record_type(kind).filterable.items():
-            client.create_payload_index(name, field_key(field), field_schema=schemas[field_type])
+        for field, field_type in fields.items():
+            self.handle.client.create_payload_index(name, field_key(field), field_schema=schemas[field_type])

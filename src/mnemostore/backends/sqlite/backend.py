@@ -11,9 +11,12 @@ from typing import Any, ClassVar, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...core import codec
 from ...core.capabilities import Capability
+from ...core.declarations import KindChange, backfill_value
 from ...core.errors import ConfigError, SchemaMismatch, StoreClosed, StoreTooNew
 from ...core.filters import And, Cmp, Expr
+from ...core.kinds import record_type
 from ...core.private_files import create_file, make_directories
 from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
 from ...core.records import Checkpoint, Record
@@ -246,14 +249,51 @@ class SQLiteBackend(Backend):
             if missing:
                 raise SchemaMismatch(
                     f"this store's {kind} table has no column for {', '.join(missing)}: the kind's declaration "
-                    "gained filterable fields since its table was created, and migrating a stored kind to new "
-                    "filterable fields is not supported yet")
+                    f"gained fields since its table was created; `mnemostore migrate plan {self.url.masked}` shows "
+                    "the change and `mnemostore migrate up` applies it")
             return bool(columns)
 
         if not (self.db.write(work) if create else self.db.read(work)):
             return None
         found = self._kinds[kind] = KindSQL.of(layout)
         return found
+
+    def evolve_kind(self, change: KindChange) -> None:
+        """Columns for the added fields, each filled from the stored documents (else the field's
+        default), and the declared indexes, in one write transaction; columns already there (a step
+        run again) are kept."""
+        kind = change.kind
+        layout, cls = Layout.of(kind), record_type(kind)
+        added = [name for name in change.added if name in layout.fields]
+        updates = f"UPDATE {layout.table} SET {', '.join(f'{layout.column(n)} = ?' for n in added)} WHERE seq = ?"
+
+        def work(conn: sqlite3.Connection) -> None:
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({layout.table})")}
+            if not columns:
+                return  # never written here: its first write makes its table as now declared
+            for name in [*added, *change.added_binary]:
+                if name not in columns:
+                    conn.execute(layout.add_column_sql(name))
+            last = 0
+            while added:
+                rows = conn.execute(f"SELECT seq, doc FROM {layout.table} WHERE seq > ? ORDER BY seq LIMIT 1000",
+                                    (last,)).fetchall()
+                if not rows:
+                    break
+                changed = []
+                for seq, doc in rows:
+                    data = codec.decode(kind, doc).__dict__
+                    changed.append((*(schema.sql_value(layout.fields[n], backfill_value(cls, n, data, data["id"]))
+                                      for n in added), seq))
+                conn.executemany(updates, changed)
+                last = rows[-1][0]
+            for index in change.dropped_indexes:
+                conn.execute(f"DROP INDEX IF EXISTS {schema.quote(layout.kind_index_name(index))}")
+            for index in change.added_indexes:
+                conn.execute(layout.index_sql(layout.kind_index_name(index), index))
+
+        self.db.write(work)
+        self._kinds.pop(kind, None)
 
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:

@@ -100,9 +100,18 @@ class Layout:
         """An application's kind at the newest layout, in one go: what layout steps 1 to 4 give a
         built-in kind. Its index names hold `__` (which no kind name does), so none can be a table's."""
         return [self._table_sql(self.binary),
-                *(self.index_sql(f"mnemo_{self.kind}__{'_'.join(index)}", index)
+                *(self.index_sql(self.kind_index_name(index), index)
                   for index in (*self.indexes, ("project_id",))),  # sparse ones partial, as layout 5 made them
                 f"INSERT OR IGNORE INTO {EPOCH_TABLE} (kind, epoch) VALUES ('{self.kind}', 0)"]
+
+    def kind_index_name(self, fields: Sequence[str]) -> str:
+        """The name of an application kind's index (`__` in it: no kind name holds that)."""
+        return f"mnemo_{self.kind}__{'_'.join(fields)}"
+
+    def add_column_sql(self, field: str) -> str:
+        """A column for a filterable or bytes field the kind's declaration gained (`Backend.evolve_kind`)."""
+        column_type = _SQL_TYPES[self.fields[field]] if field in self.fields else "BLOB"
+        return f"ALTER TABLE {self.table} ADD COLUMN {quote(field)} {column_type}"
 
     def _table_sql(self, binary: Sequence[str]) -> str:
         columns = "".join(f", {quote(name)} {_SQL_TYPES[t]}" for name, t in self.fields.items())

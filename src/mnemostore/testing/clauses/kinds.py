@@ -8,12 +8,14 @@ from datetime import timedelta
 import pytest
 
 from ...core.capabilities import Capability
-from ...core.errors import ValidationError
+from ...core.declarations import Declaration, stored_declarations
+from ...core.errors import KindChanged, ValidationError
 from ...core.filters import F
 from ...core.store import Store
 from ..factories import BASE_TIME, batch, make, offset_time, vectors
 from ..oracle import assert_same_records, reference_search
 from ..requirements import requires, since
+from ..specimen import SPECIMEN, Specimen, grown
 from . import SpecimenFixtures
 from .vectors import DIMENSION, assert_hits, scored_batch
 
@@ -59,3 +61,35 @@ class KindClauses(SpecimenFixtures):
         store.embeddings.put(batch("embedding", 2))
         assert store.collection(specimen).count() == 3
         assert store.collection(specimen).delete(where={}) == 3 and store.embeddings.count() == 2
+
+    @since("1.6")
+    def test_a_store_records_an_application_kinds_declaration_at_its_first_write(
+            self, store: Store, specimen: str) -> None:
+        collection = store.collection(specimen)
+        assert collection.count() == 0 and collection.get("x") is None and collection.all(F.count > 1) == []
+        assert specimen not in stored_declarations(store.backend)  # reading records nothing
+        collection.put(batch(specimen, 2))
+        recorded = stored_declarations(store.backend)[specimen]
+        assert recorded == Declaration.of(Specimen)
+        assert (recorded.filterable, recorded.incrementable, recorded.indexes, recorded.binary) == (
+            {"label": "str", "count": "int", "score": "float", "flag": "bool", "due": "datetime"}, ("count",),
+            (("label", "count"),), ("blob",))
+        assert [kind for kind in stored_declarations(store.backend)] == [specimen]  # built-in kinds are not recorded
+
+    @since("1.6")
+    def test_a_kind_declared_otherwise_than_its_store_recorded_is_refused_naming_the_command(
+            self, store: Store, specimen: str) -> None:
+        written = batch(specimen, 3)
+        store.collection(specimen).put(written)
+        with grown():
+            calls = (lambda: store.collection(SPECIMEN).count(), lambda: store.collection(SPECIMEN).all(),
+                     lambda: store.collection(SPECIMEN).put([make(SPECIMEN, 9)]))
+            for call in calls:
+                with pytest.raises(KindChanged) as caught:
+                    call()
+                message = str(caught.value)
+                assert f"kind {SPECIMEN!r}" in message and "filterable field 'grade' (int) added" in message
+                assert "filterable field 'seen_at' (datetime) added" in message and "index ('grade',) added" in message
+                assert "mnemostore migrate plan" in message and "mnemostore migrate up" in message
+            assert stored_declarations(store.backend)[SPECIMEN] == Declaration.of(Specimen)
+        assert_same_records(store.collection(specimen).all(order_by="id"), written)  # nothing was written
