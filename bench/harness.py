@@ -79,6 +79,14 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def timed_both(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of one call: on a loaded machine the CPU time is
+    the steadier comparison, and on a disk that syncs each write the wall time is mostly the disk's."""
+    start, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
 def timed_clean(fn: Callable[[], object]) -> float:
     """`timed` after a full garbage collection: the checkpoint and LangGraph rows keep many decoded
     50 KB states alive, and how many full collections that costs depends on the heap's history (up to 2x)."""
