@@ -43,7 +43,7 @@ from mnemostore.testing.factories import make, vectors
 __all__ = ["postgres_server"]
 
 IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs",
-       "postgres.0004_zstd_docs", "postgres.0005_payload_column"]
+       "postgres.0004_zstd_docs", "postgres.0005_payload_column", "postgres.0006_leaner_indexes"]
 SCOPE_INDEXES = {f"mnemo_{kind}_{suffix}" for kind in KINDS for suffix in ("agent", "project")}
 PARENT_COLUMN = ("mnemo_checkpoint", "parent_ids", "text[]", "default", False)
 """The column layout 3 adds (a checkpoint's parent_ids)."""
@@ -112,10 +112,10 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
         status = Runner(store.backend).status()
         assert [(e.id, e.how, e.transactional) for e in status.applied] == [
             (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True),
-            (IDS[3], "applied", True), (IDS[4], "applied", True)]
+            (IDS[3], "applied", True), (IDS[4], "applied", True), (IDS[5], "applied", False)]
         assert status.current
     schema = schema_of(url)
-    assert layout_version(postgres_server, schema) == 5
+    assert layout_version(postgres_server, schema) == 6
     columns, indexes = catalog(postgres_server, schema)
     assert {name for name, _ in indexes} >= SCOPE_INDEXES
     with closing(connect(postgres_server)) as conn:
@@ -169,6 +169,10 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
     mnemostore.open(url).close()
     with backend_at(url) as backend:
         runner = Runner(backend)
+        assert "mnemo_checkpoint_created" not in {name for name, _ in catalog(postgres_server, schema)[1]}
+        assert runner.down() == [IDS[5]]
+        assert "mnemo_checkpoint_created" in {name for name, _ in catalog(postgres_server, schema)[1]}
+        assert layout_version(postgres_server, schema) == 5
         assert runner.down() == [IDS[4]]
         assert PAYLOAD_COLUMN not in catalog(postgres_server, schema)[0]
         assert layout_version(postgres_server, schema) == 4
@@ -297,8 +301,8 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
         with mnemostore.open(url, tenant=tenant, migrate="auto") as store:
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
             assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied"),
-                                                (IDS[3], "applied"), (IDS[4], "applied")]
-    assert layout_version(postgres_server, schema) == 5
+                                                (IDS[3], "applied"), (IDS[4], "applied"), (IDS[5], "applied")]
+    assert layout_version(postgres_server, schema) == 6
     after = catalog(postgres_server, schema)
     added_last = {column: n + 1 for n, column in enumerate(ADDED_COLUMNS)}
     assert after[0] == sorted([*before[0], *ADDED_COLUMNS], key=lambda c: (c[0], added_last.get(c, 0)))
@@ -307,7 +311,8 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
         assert store.outcomes.count() == len([r for r in expected_records(None) if r["kind"] == "outcome"])
 
 
-def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes(postgres_server: PostgresTestServer) -> None:
+def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes_less_a_checkpoint_index(
+        postgres_server: PostgresTestServer) -> None:
     legacy = load_layout1(postgres_server)
     url = postgres_server.url(hnsw_ef_construction="64")  # the HNSW build setting the legacy store had
     with mnemostore.open(url, dimension=4) as store:
@@ -317,7 +322,9 @@ def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes(postgres_s
     assert [c for c in new_columns if c not in ADDED_COLUMNS] == old_columns
     assert set(ADDED_COLUMNS) <= set(new_columns)
     assert {name for name, _ in new_indexes - old_indexes} == SCOPE_INDEXES
-    assert old_indexes <= new_indexes
+    dropped = {(name, definition) for name, definition in old_indexes if name == "mnemo_checkpoint_created"}
+    assert len(dropped) == 1 and old_indexes - dropped <= new_indexes  # layout 6 drops it
+    assert all(definition.endswith(" IS NOT NULL)") for name, definition in new_indexes if name in SCOPE_INDEXES)
 
 
 def _old_schema_module() -> ModuleType:
@@ -345,7 +352,7 @@ def test_pre_ledger_code_refuses_a_store_with_newer_layout(postgres_server: Post
     url = postgres_server.url()
     mnemostore.open(url).close()
     names = old.Names(schema_of(url), "mnemo_", "public")
-    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 5"):
+    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 6"):
         old.create_tables(conn, names)
     with backend_at(url) as backend:
         Runner(backend).down(IDS[0])  # back to layout 1: what the old code knows
@@ -425,7 +432,7 @@ def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgr
         assert [c.parent_ids for c in chain] == [[], [chain[0].id], [chain[1].id]]
         assert get_byte0(raw_documents(postgres_server, schema, "checkpoint")[chain[2].id]) != b"{"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[1]) == [IDS[4], IDS[3], IDS[2]]
+        assert Runner(backend).down(IDS[1]) == [IDS[5], IDS[4], IDS[3], IDS[2]]
     assert layout_version(postgres_server, schema) == 2
     assert PARENT_COLUMN not in catalog(postgres_server, schema)[0]
     docs = raw_documents(postgres_server, schema, "checkpoint")
@@ -454,7 +461,7 @@ def test_layout4_zstd_documents_go_back_to_zlib_for_layout3_and_up_again(postgre
         saved = store.checkpoints.save("run", big)
     assert raw_documents(postgres_server, schema, "checkpoint")[saved.id][:4] == b"\x28\xb5\x2f\xfd"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[2]) == [IDS[4], IDS[3]]
+        assert Runner(backend).down(IDS[2]) == [IDS[5], IDS[4], IDS[3]]
     assert layout_version(postgres_server, schema) == 3
     stored = raw_documents(postgres_server, schema, "checkpoint")[saved.id]
     assert orjson.loads(zlib.decompress(stored))["state"] == big
@@ -485,7 +492,7 @@ def test_layout5_payloads_fold_into_documents_for_layout4_and_move_back(postgres
     assert packed[saved[1].id] == b"\x00" + varied and packed[saved[3].id] is None
     assert all(b"payload" not in inflate(doc) for doc in raw_documents(postgres_server, schema, "checkpoint").values())
     with backend_at(url) as backend:
-        assert Runner(backend).down() == [IDS[4]]
+        assert Runner(backend).down(IDS[3]) == [IDS[5], IDS[4]]
     assert layout_version(postgres_server, schema) == 4
     assert PAYLOAD_COLUMN not in catalog(postgres_server, schema)[0]
     docs = {id: orjson.loads(inflate(doc)) for id, doc in raw_documents(postgres_server, schema, "checkpoint").items()}
@@ -499,3 +506,21 @@ def test_layout5_payloads_fold_into_documents_for_layout4_and_move_back(postgres
     with closing(connect(postgres_server)) as conn:
         packed = dict(conn.execute(f'SELECT id, payload FROM "{schema}".mnemo_checkpoint').fetchall())
     assert packed[again.id] == b"\x00new" and packed[saved[0].id] is not None
+
+
+def test_a_filter_on_a_scope_value_uses_the_partial_index_and_missing_values_are_kept(
+        postgres_server: PostgresTestServer) -> None:
+    """Layout 6's scope indexes hold rows with the field only: an equality on a value (as the
+    backend compiles it, with its prefix) implies the index's predicate, so it still uses it."""
+    url = postgres_server.url()
+    schema = schema_of(url)
+    with mnemostore.open(url) as store:
+        store.outcomes.put([make("outcome", n, agent=None if n % 3 else f"agent-{n % 7}") for n in range(300)])
+        assert store.outcomes.count(F.agent == None) == 200  # noqa: E711  (rows the index leaves out)
+        assert store.outcomes.count(F.agent == "agent-3") == len([n for n in range(0, 300, 3) if n % 7 == 3])
+    with closing(connect(postgres_server)) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(row[0] for row in conn.execute(
+            f"EXPLAIN SELECT id FROM \"{schema}\".mnemo_outcome WHERE tenant = '' AND agent = 'agent-3' "
+            "AND left(agent, 64) = left('agent-3', 64)"))
+    assert "mnemo_outcome_agent" in plan

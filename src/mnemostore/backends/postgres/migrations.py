@@ -243,6 +243,42 @@ _PAYLOAD_COLUMN = LayoutMigration(
     down=_fold_payloads,
 )
 
-HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _SCOPE_INDEXES, _COMPRESSED_DOCS, _ZSTD_DOCS, _PAYLOAD_COLUMN)
+
+def _scope_index(kind: str, suffix: str, column: str, *, partial: bool) -> str:
+    return (f"CREATE INDEX CONCURRENTLY {{name[{kind}_{suffix}]}} ON {{schema}}.{{name[{kind}]}} "
+            f"(tenant, left({column}, 64))" + (f" WHERE {column} IS NOT NULL" if partial else ""))
+
+
+_LEANER_INDEXES = LayoutMigration(
+    "postgres.0006_leaner_indexes",
+    backend="postgres",
+    description="the agent and project_id indexes become partial (WHERE ... IS NOT NULL: a record without "
+                "them, such as every LangGraph checkpoint, write and store item, updates neither), and the "
+                "checkpoint kind drops its (created_at, id) index (its reads go by run or id); built "
+                "CONCURRENTLY as layout 2's",
+    # A filter on a value (`agent = x`) implies the index's predicate, so it still uses it; an IS NULL
+    # filter scans. Each statement commits on its own, as in layout 2.
+    atomic=False,
+    up=(
+        *(statement for kind in _KINDS for suffix, column in _FILTER_INDEXES for statement in (
+            f"DROP INDEX CONCURRENTLY IF EXISTS {{schema}}.{{name[{kind}_{suffix}]}}",
+            _scope_index(kind, suffix, column, partial=True),
+        )),
+        "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{name[checkpoint_created]}",
+        _set_layout_version(6),
+    ),
+    down=(
+        *(statement for kind in _KINDS for suffix, column in _FILTER_INDEXES for statement in (
+            f"DROP INDEX CONCURRENTLY IF EXISTS {{schema}}.{{name[{kind}_{suffix}]}}",
+            _scope_index(kind, suffix, column, partial=False),
+        )),
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name[checkpoint_created]} ON {schema}.{name[checkpoint]} "
+        "(tenant, created_at, id)",
+        _set_layout_version(5),
+    ),
+)
+
+HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _SCOPE_INDEXES, _COMPRESSED_DOCS, _ZSTD_DOCS, _PAYLOAD_COLUMN,
+                                        _LEANER_INDEXES)
 NEWEST_LAYOUT_VERSION = len(HISTORY)
 """The `layout_version` the newest step sets; a store with a larger one is refused."""

@@ -254,8 +254,8 @@ def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind
         table, sql.SQL(", ").join(columns), sql.Identifier(names.vector_schema, "vector"))]
     statements += [sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE EXTERNAL").format(table, sql.Identifier(name))
                    for name in ("doc", *kind_layout.binary)]
-    statements += [index_sql(names, kind_layout, fields) for fields in
-                   (("created_at", "id"), *((name,) for name in sorted(SCOPE_COLUMNS)), *kind_layout.indexes)]
+    statements += [index_sql(names, kind_layout, fields) for fields in (("created_at", "id"), *kind_layout.indexes)]
+    statements += [index_sql(names, kind_layout, (name,), present=True) for name in sorted(SCOPE_COLUMNS)]
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (names.lock_key(),))
         if _exists(conn, names, kind_layout.table):
@@ -266,12 +266,17 @@ def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind
             conn.execute(policy)
 
 
-def index_sql(names: Names, kind_layout: KindLayout, fields: Sequence[str]) -> sql.Composed:
-    """An index of a kind's table led by the tenant (text it indexes by prefix: `KindLayout.prefixed`)."""
+def index_sql(names: Names, kind_layout: KindLayout, fields: Sequence[str], *, present: bool = False) -> sql.Composed:
+    """An index of a kind's table led by the tenant (text it indexes by prefix: `KindLayout.prefixed`);
+    `present`: of the rows whose fields are not NULL only (as layout 6 makes the scope indexes)."""
     keys = [sql.SQL("left({}, {})").format(sql.Identifier(name), sql.Literal(SCOPE_PREFIX))
             if name in kind_layout.prefixed else sql.Identifier(name) for name in fields]
-    return sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tenant, {})").format(
+    statement = sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (tenant, {})").format(
         sql.Identifier(index_name(kind_layout.table, fields)), names.table(kind_layout.table), sql.SQL(", ").join(keys))
+    if present:
+        statement += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(
+            sql.SQL("{} IS NOT NULL").format(sql.Identifier(name)) for name in fields)
+    return statement
 
 
 def evolve_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind_layout: KindLayout,
