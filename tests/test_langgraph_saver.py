@@ -63,10 +63,17 @@ def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
     yield urls[request.param]
 
 
+@pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
 @pytest.mark.parametrize("capability", sorted(c.value for c in ALL_CAPABILITIES))
-def test_conformance(new_url: Callable[[], str], capability: str) -> None:
+def test_conformance(new_url: Callable[[], str], capability: str, facade: str) -> None:
+    """LangGraph's suite awaits the async methods: over an AsyncStore (open_async), and over a sync
+    Store (its backend awaited through a thread pool)."""
     @conformance.checkpointer_test(name="MnemostoreSaver")
     async def saver() -> AsyncGenerator[MnemostoreSaver, None]:
+        if facade == "AsyncStore":
+            async with await mnemostore.open_async(new_url()) as astore:
+                yield MnemostoreSaver(astore)
+            return
         store = mnemostore.open(new_url())
         try:
             yield MnemostoreSaver(store)
