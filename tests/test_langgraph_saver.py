@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import operator
 import subprocess
 import sys
@@ -284,6 +285,83 @@ def test_graph_interrupt_and_resume_in_a_new_process(backend: str, tmp_path: Pat
         assert ids == sorted(ids, reverse=True)
         assert history[0].metadata["step"] == max(t.metadata["step"] for t in history)
         assert all(c.run_id == thread_id for c in store.checkpoints.history(thread_id, branch="main"))
+
+
+# The same graph with async nodes, run by ainvoke and astream on an AsyncStore.
+
+def build_async_graph(store: mnemostore.AsyncStore) -> Any:
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    async def plan(state: State) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"steps": ["plan"], "started": datetime(2025, 5, 6, 7, 8, tzinfo=UTC), "blob": b"\x00\x01\xfe"}
+
+    async def review(state: State) -> dict[str, Any]:
+        answer = interrupt({"question": "approve the plan?", "steps": state["steps"]})
+        return {"steps": ["review"], "approved": answer == "yes"}
+
+    async def finish(state: State) -> dict[str, Any]:
+        return {"steps": ["finish"]}
+
+    graph = StateGraph(State)
+    graph.add_node("plan", plan)
+    graph.add_node("review", review)
+    graph.add_node("finish", finish)
+    graph.add_edge(START, "plan")
+    graph.add_edge("plan", "review")
+    graph.add_edge("review", "finish")
+    graph.add_edge("finish", END)
+    return graph.compile(checkpointer=MnemostoreSaver(store))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_async_graph_interrupts_and_resumes(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """ainvoke stops at the interrupt and astream resumes it (and the other way round on a second thread);
+    the resumed state and the stored history are LangGraph's, read back through a sync Store too."""
+    from langgraph.types import Command
+
+    url = request.getfixturevalue("postgres_server").url() if backend == "postgres" else \
+        f"sqlite:///{tmp_path / 'graph.db'}"
+    first: Any = {"configurable": {"thread_id": "async-1"}}
+    second: Any = {"configurable": {"thread_id": "async-2"}}
+
+    async def scenario() -> list[Any]:
+        async with await mnemostore.open_async(url) as store:
+            graph = build_async_graph(store)
+            paused = await graph.ainvoke({"steps": []}, first)
+            assert paused["__interrupt__"][0].value == {"question": "approve the plan?", "steps": ["plan"]}
+            assert (await graph.aget_state(first)).next == ("review",)
+            updates = [chunk async for chunk in graph.astream(Command(resume="yes"), first, stream_mode="updates")]
+            assert [list(chunk) for chunk in updates] == [["review"], ["finish"]]
+
+            streamed = [chunk async for chunk in graph.astream({"steps": []}, second, stream_mode="updates")]
+            assert [list(chunk) for chunk in streamed] == [["plan"], ["__interrupt__"]]
+            resumed = await graph.ainvoke(Command(resume="no"), second)
+            assert resumed["steps"] == ["plan", "review", "finish"] and resumed["approved"] is False
+
+            final = await graph.aget_state(first)
+            assert final.next == ()
+            assert final.values == {"steps": ["plan", "review", "finish"], "approved": True,
+                                    "started": datetime(2025, 5, 6, 7, 8, tzinfo=UTC), "blob": b"\x00\x01\xfe"}
+            history = [snapshot async for snapshot in graph.aget_state_history(first)]
+            assert await asyncio.to_thread(graph.get_state, first) == final  # sync, from another thread
+            with pytest.raises(mnemostore.MnemostoreError, match="thread other than the event loop"):
+                graph.get_state(first)  # sync, on the loop that must serve it
+            return history
+
+    history = asyncio.run(scenario())
+    assert [snapshot.metadata["step"] for snapshot in history] == [3, 2, 1, 0, -1]
+    assert [snapshot.next for snapshot in history] == [(), ("finish",), ("review",), ("plan",), ("__start__",)]
+    assert history[2].tasks[0].interrupts[0].value["question"] == "approve the plan?"
+    with mnemostore.open(url) as store:  # stored: the same history through a sync Store
+        saver = MnemostoreSaver(store)
+        listed = list(saver.list(first))
+        assert [t.checkpoint["id"] for t in listed] == [s.config["configurable"]["checkpoint_id"] for s in history]
+        records = store.checkpoints.history("async-1", branch="main")
+        assert [r.sequence for r in records] == [0, 1, 2, 3, 4]
+        assert all(child.parent_ids == [parent.id] for parent, child in itertools.pairwise(records))
+        assert store.checkpoints.count({"run_id": "async-2", "branch_id": "main"}) == 5
 
 
 if __name__ == "__main__":
