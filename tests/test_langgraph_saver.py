@@ -210,7 +210,6 @@ class State(TypedDict):
 
 
 def build_graph(store: mnemostore.Store) -> Any:
-    from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
 
     def plan(state: State) -> dict[str, Any]:
@@ -223,6 +222,14 @@ def build_graph(store: mnemostore.Store) -> Any:
     def finish(state: State) -> dict[str, Any]:
         return {"steps": ["finish"]}
 
+    return compiled(store, plan, review, finish)
+
+
+def compiled(store: mnemostore.Store | mnemostore.AsyncStore, *nodes: Callable[[State], Any]) -> Any:
+    """plan -> review -> finish, checkpointed by a MnemostoreSaver over `store`."""
+    from langgraph.graph import END, START, StateGraph
+
+    plan, review, finish = nodes
     graph = StateGraph(State)
     graph.add_node("plan", plan)
     graph.add_node("review", review)
@@ -290,7 +297,6 @@ def test_graph_interrupt_and_resume_in_a_new_process(backend: str, tmp_path: Pat
 # The same graph with async nodes, run by ainvoke and astream on an AsyncStore.
 
 def build_async_graph(store: mnemostore.AsyncStore) -> Any:
-    from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
 
     async def plan(state: State) -> dict[str, Any]:
@@ -304,15 +310,7 @@ def build_async_graph(store: mnemostore.AsyncStore) -> Any:
     async def finish(state: State) -> dict[str, Any]:
         return {"steps": ["finish"]}
 
-    graph = StateGraph(State)
-    graph.add_node("plan", plan)
-    graph.add_node("review", review)
-    graph.add_node("finish", finish)
-    graph.add_edge(START, "plan")
-    graph.add_edge("plan", "review")
-    graph.add_edge("review", "finish")
-    graph.add_edge("finish", END)
-    return graph.compile(checkpointer=MnemostoreSaver(store))
+    return compiled(store, plan, review, finish)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
