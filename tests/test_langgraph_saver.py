@@ -88,6 +88,35 @@ def test_conformance(new_url: Callable[[], str], capability: str, facade: str) -
     assert result.tests_passed > 0
 
 
+def test_misuse_is_named(tmp_path: Path) -> None:
+    """A closed Store, an AsyncStore's saver called sync on its own loop or built outside one, not a store."""
+    config: Any = {"configurable": {"thread_id": "t"}}
+    store = mnemostore.open(f"sqlite:///{tmp_path / 's.db'}")
+    saver = MnemostoreSaver(store)
+    store.close()
+    with pytest.raises(mnemostore.StoreClosed):
+        asyncio.run(saver.aget_tuple(config))
+    with pytest.raises(mnemostore.StoreClosed):
+        saver.get_tuple(config)
+
+    async def scenario() -> tuple[mnemostore.AsyncStore, MnemostoreSaver]:
+        astore = await mnemostore.open_async(f"sqlite:///{tmp_path / 'a.db'}")
+        on_loop = MnemostoreSaver(astore)
+        assert await on_loop.aget_tuple(config) is None
+        with pytest.raises(mnemostore.MnemostoreError, match="thread other than the event loop"):
+            on_loop.get_tuple(config)
+        return astore, on_loop
+
+    astore, on_loop = asyncio.run(scenario())
+    with pytest.raises(mnemostore.MnemostoreError, match="event loop must be running"):
+        on_loop.get_tuple(config)  # its loop is gone
+    with pytest.raises(mnemostore.MnemostoreError, match="event loop must be running"):
+        MnemostoreSaver(astore).get_tuple(config)  # built outside any loop
+    astore.backend.close()
+    with pytest.raises(mnemostore.ValidationError, match="takes a mnemostore Store or AsyncStore"):
+        MnemostoreSaver("sqlite:///x.db")  # type: ignore[arg-type]
+
+
 def test_import_mnemostore_stays_free_of_langgraph() -> None:
     code = ("import sys, mnemostore; mnemostore.open('memory://').checkpoints.save('r', {'a': 1}); "
             "print(sorted(m for m in sys.modules if m.startswith(('langgraph', 'langchain'))))")

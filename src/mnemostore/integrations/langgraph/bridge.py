@@ -19,7 +19,7 @@ from weakref import WeakKeyDictionary
 
 from ...core.async_store import AsyncStore
 from ...core.calls import Runner
-from ...core.errors import MnemostoreError, ValidationError
+from ...core.errors import MnemostoreError, StoreClosed, ValidationError
 from ...core.executor import ExecutorCalls
 from ...core.store import Store
 
@@ -60,6 +60,8 @@ class Bridge:
         over its backend, its calls in the shared thread pool; closing the Store closes the backend)."""
         if self._store is None:
             return self._awaited
+        if self._store.closed:
+            raise StoreClosed(f"{self._store!r} is closed")
         loop = asyncio.get_running_loop()
         twin = self._twins.get(loop)
         if twin is None:  # one per loop: the twin's lock belongs to the loop that first waits on it
