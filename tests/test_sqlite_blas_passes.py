@@ -23,6 +23,7 @@ def test_queries_waiting_for_one_matrix_are_answered_by_one_pass(monkeypatch: py
     passes: list[int] = []
     run = blas_passes._run
     monkeypatch.setattr(blas_passes, "_run", lambda batch: (passes.append(len(batch)), run(batch)))
+    monkeypatch.setattr(blas_passes, "BLOCK_BYTES", 700 * 32 * 4)  # blocks of 700 rows, the last one shorter
     with blas_passes._turn:  # a pass is under way: every query below waits for its turn
         blas_passes._busy = True
     with ThreadPoolExecutor(7) as pool:

@@ -3,8 +3,10 @@
 OpenBLAS's own threads, started by passes from several threads at once (an AsyncStore's executor,
 an application's threads), fight over the cores: 20 tasks searching 10,000 x 384 took 9.3 ms a
 search instead of 0.7 on 2 CPUs, measured. So passes run one at a time; and the queries that wait
-meanwhile for the same rows are answered together by one matrix-matrix product, which reads the
-rows once for all of them instead of once each (a pass is bound by memory, not arithmetic).
+meanwhile for the same rows are answered together, block by block of rows small enough to stay in
+the CPUs' caches while every query is multiplied with it: the rows are read from memory once for
+all of them instead of once each (a pass is bound by memory, not arithmetic). Measured on 10,000 x
+384 (2 CPUs, 2 MB of L2 each): 1 query 0.27 ms, 4 together 0.62 ms, 8 together 1.05 ms.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+BLOCK_BYTES = 3 << 20
+"""Rows multiplied by every waiting query before the next rows: about what the CPUs' L2 caches hold
+(matrix-matrix BLAS (GEMM) on this shape measured slower below 4 queries: it copies the rows first)."""
 _lock = threading.Lock()
 _turn = threading.Condition(_lock)
 _busy = False
@@ -69,7 +74,13 @@ def _run(batch: list[_Query]) -> None:
         if len(batch) == 1:
             batch[0].products = batch[0].matrix @ batch[0].vector
             return
-        together = np.stack([q.vector for q in batch]) @ batch[0].matrix.T  # one row per query
+        matrix = batch[0].matrix
+        together = np.empty((len(batch), len(matrix)), dtype=np.result_type(matrix, batch[0].vector))
+        rows = max(1, BLOCK_BYTES // max(1, matrix.itemsize * matrix.shape[1]))
+        for start in range(0, len(matrix), rows):
+            block = matrix[start:start + rows]
+            for i, q in enumerate(batch):
+                np.matmul(block, q.vector, out=together[i, start:start + rows])
         for q, row in zip(batch, together, strict=True):
             q.products = row
     except BaseException as exc:  # each waiting query raises it (a MemoryError, an interrupt)
