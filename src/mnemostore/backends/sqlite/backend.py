@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -98,10 +97,10 @@ class SQLiteBackend(Backend):
     options_model: ClassVar[type[BaseModel]] = SQLiteOptions
     requires: ClassVar[tuple[str, ...]] = ("sqlite3",)
     layout_migrations: ClassVar[tuple[LayoutMigration, ...]] = HISTORY
-    executor_workers: ClassVar[int | None] = os.cpu_count() or 1
-    """Its calls are CPU work in this process (writes one at a time, BLAS passes one at a time):
-    20 asyncio tasks saving and searching measured 0.64x the sync Store's throughput on 6 threads,
-    0.78x on 3, 0.85x on 2 (2 CPUs)."""
+    executor_workers: ClassVar[int | None] = 1
+    """Its calls are CPU work in this process under the interpreter's lock (writes one at a time,
+    BLAS passes one at a time): 20 asyncio tasks saving and searching measured 0.64x the sync Store's
+    throughput on 6 threads, 0.76x on 3, 0.80x on 2, 0.93x on 1 (2 CPUs, medians of 5)."""
 
     _db: Connections | None = None
     _cache: VectorCache | None = None
