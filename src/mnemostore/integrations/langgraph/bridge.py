@@ -25,17 +25,18 @@ from ...core.store import Store
 
 T = TypeVar("T")
 
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
+_executors: dict[int | None, ThreadPoolExecutor] = {}
+_executors_lock = threading.Lock()
 
 
-def _shared_executor() -> ThreadPoolExecutor:
-    """The pool the async methods of classes built on a sync `Store` make its calls in (one per process)."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(thread_name_prefix="mnemostore-langgraph")
-        return _executor
+def _shared_executor(size: int | None) -> ThreadPoolExecutor:
+    """The pool the async methods of classes built on a sync `Store` make its calls in: one per process
+    for each executor size a backend declares (`Backend.executor_workers`)."""
+    with _executors_lock:
+        found = _executors.get(size)
+        if found is None:
+            found = _executors[size] = ThreadPoolExecutor(max_workers=size, thread_name_prefix="mnemostore-langgraph")
+        return found
 
 
 class Bridge:
@@ -57,7 +58,7 @@ class Bridge:
 
     def awaited(self) -> AsyncStore:
         """The store the async methods await, on the running loop (for a sync `Store`: a twin per loop
-        over its backend, its calls in the shared thread pool; closing the Store closes the backend)."""
+        over its backend, its calls in a thread pool shared by the process; closing the Store closes the backend)."""
         if self._store is None:
             return self._awaited
         if self._store.closed:
@@ -66,8 +67,8 @@ class Bridge:
         twin = self._twins.get(loop)
         if twin is None:  # one per loop: the twin's lock belongs to the loop that first waits on it
             store = self._store
-            twin = self._twins[loop] = AsyncStore(ExecutorCalls(store.backend, _shared_executor()),
-                                                  tenant=store.tenant)
+            pool = _shared_executor(type(store.backend).executor_workers)
+            twin = self._twins[loop] = AsyncStore(ExecutorCalls(store.backend, pool), tenant=store.tenant)
         return twin
 
 
