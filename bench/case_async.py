@@ -85,14 +85,15 @@ def _bench_lag(results: Results, tmp: Path, n: int, vectors: np.ndarray, queries
     lags, sync_lags = [], []
     for r in range(repeat):
         async def work(r: int = r) -> tuple[float, float]:
+            batch = heuristic_dicts(0, n, vectors)  # the application's data, made before the clock starts
             opening = mnemostore.open_async(f"sqlite:///{tmp / f'async-lag-{r}.db'}")
             async with await opening as store, ticking() as stop:
-                await store.heuristics.put(heuristic_dicts(0, n, vectors))
+                await store.heuristics.put(batch)
                 await asyncio.gather(*(store.heuristics.search(q, k=10, vectors=False) for q in searched))
                 ours = await stop()
             with mnemostore.open(f"sqlite:///{tmp / f'sync-lag-{r}.db'}") as sync_store:
                 async with ticking() as stop:
-                    sync_store.heuristics.put(heuristic_dicts(0, n, vectors))
+                    sync_store.heuristics.put(batch)
                     for q in searched:
                         sync_store.heuristics.search(q, k=10, vectors=False)
                         await asyncio.sleep(0)

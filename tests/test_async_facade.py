@@ -183,3 +183,20 @@ async def cancel_native_puts(url: str, delays: list[float]) -> list[str]:
             outcomes.append("whole" if count else "absent")
             await store.heuristics.delete(where={})
     return outcomes
+
+
+def test_the_executor_has_the_backends_declared_size_unless_workers_is_given(tmp_path: Path) -> None:
+    """sqlite declares one thread (its calls are CPU work under the GIL); memory declares none."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def sizes() -> list[int]:
+        found = []
+        for url, workers in ((f"sqlite:///{tmp_path / 'a.db'}", None), (f"sqlite:///{tmp_path / 'b.db'}", 3),
+                             ("memory://", None)):
+            async with await mnemostore.open_async(url, workers=workers) as store:
+                executor = store._calls.executor  # type: ignore[attr-defined]
+                assert isinstance(executor, ThreadPoolExecutor)
+                found.append(executor._max_workers)
+        return found
+
+    assert asyncio.run(sizes()) == [1, 3, ThreadPoolExecutor()._max_workers]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import operator
 import subprocess
 import sys
@@ -66,10 +67,17 @@ def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable
     yield urls[request.param]
 
 
+@pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
 @pytest.mark.parametrize("capability", sorted(c.value for c in ALL_CAPABILITIES))
-def test_conformance(new_url: Callable[[], str], capability: str) -> None:
+def test_conformance(new_url: Callable[[], str], capability: str, facade: str) -> None:
+    """LangGraph's suite awaits the async methods: over an AsyncStore (open_async), and over a sync
+    Store (its backend awaited through a thread pool)."""
     @conformance.checkpointer_test(name="MnemostoreSaver")
     async def saver() -> AsyncGenerator[MnemostoreSaver, None]:
+        if facade == "AsyncStore":
+            async with await mnemostore.open_async(new_url()) as astore:
+                yield MnemostoreSaver(astore)
+            return
         store = mnemostore.open(new_url())
         try:
             yield MnemostoreSaver(store)
@@ -81,6 +89,35 @@ def test_conformance(new_url: Callable[[], str], capability: str) -> None:
     assert result.detected, f"{capability} is not implemented"
     assert result.passed, "\n".join(result.failures)
     assert result.tests_passed > 0
+
+
+def test_misuse_is_named(tmp_path: Path) -> None:
+    """A closed Store, an AsyncStore's saver called sync on its own loop or built outside one, not a store."""
+    config: Any = {"configurable": {"thread_id": "t"}}
+    store = mnemostore.open(f"sqlite:///{tmp_path / 's.db'}")
+    saver = MnemostoreSaver(store)
+    store.close()
+    with pytest.raises(mnemostore.StoreClosed):
+        asyncio.run(saver.aget_tuple(config))
+    with pytest.raises(mnemostore.StoreClosed):
+        saver.get_tuple(config)
+
+    async def scenario() -> tuple[mnemostore.AsyncStore, MnemostoreSaver]:
+        astore = await mnemostore.open_async(f"sqlite:///{tmp_path / 'a.db'}")
+        on_loop = MnemostoreSaver(astore)
+        assert await on_loop.aget_tuple(config) is None
+        with pytest.raises(mnemostore.MnemostoreError, match="thread other than the event loop"):
+            on_loop.get_tuple(config)
+        return astore, on_loop
+
+    astore, on_loop = asyncio.run(scenario())
+    with pytest.raises(mnemostore.MnemostoreError, match="event loop must be running"):
+        on_loop.get_tuple(config)  # its loop is gone
+    with pytest.raises(mnemostore.MnemostoreError, match="event loop must be running"):
+        MnemostoreSaver(astore).get_tuple(config)  # built outside any loop
+    astore.backend.close()
+    with pytest.raises(mnemostore.ValidationError, match="takes a mnemostore Store or AsyncStore"):
+        MnemostoreSaver("sqlite:///x.db")  # type: ignore[arg-type]
 
 
 def test_import_mnemostore_stays_free_of_langgraph() -> None:
@@ -205,7 +242,6 @@ class State(TypedDict):
 
 
 def build_graph(store: mnemostore.Store) -> Any:
-    from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
 
     def plan(state: State) -> dict[str, Any]:
@@ -218,6 +254,14 @@ def build_graph(store: mnemostore.Store) -> Any:
     def finish(state: State) -> dict[str, Any]:
         return {"steps": ["finish"]}
 
+    return compiled(store, plan, review, finish)
+
+
+def compiled(store: mnemostore.Store | mnemostore.AsyncStore, *nodes: Callable[[State], Any]) -> Any:
+    """plan -> review -> finish, checkpointed by a MnemostoreSaver over `store`."""
+    from langgraph.graph import END, START, StateGraph
+
+    plan, review, finish = nodes
     graph = StateGraph(State)
     graph.add_node("plan", plan)
     graph.add_node("review", review)
@@ -280,6 +324,74 @@ def test_graph_interrupt_and_resume_in_a_new_process(backend: str, tmp_path: Pat
         assert ids == sorted(ids, reverse=True)
         assert history[0].metadata["step"] == max(t.metadata["step"] for t in history)
         assert all(c.run_id == thread_id for c in store.checkpoints.history(thread_id, branch="main"))
+
+
+# The same graph with async nodes, run by ainvoke and astream on an AsyncStore.
+
+def build_async_graph(store: mnemostore.AsyncStore) -> Any:
+    from langgraph.types import interrupt
+
+    async def plan(state: State) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"steps": ["plan"], "started": datetime(2025, 5, 6, 7, 8, tzinfo=UTC), "blob": b"\x00\x01\xfe"}
+
+    async def review(state: State) -> dict[str, Any]:
+        answer = interrupt({"question": "approve the plan?", "steps": state["steps"]})
+        return {"steps": ["review"], "approved": answer == "yes"}
+
+    async def finish(state: State) -> dict[str, Any]:
+        return {"steps": ["finish"]}
+
+    return compiled(store, plan, review, finish)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_async_graph_interrupts_and_resumes(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """ainvoke stops at the interrupt and astream resumes it (and the other way round on a second thread);
+    the resumed state and the stored history are LangGraph's, read back through a sync Store too."""
+    from langgraph.types import Command
+
+    url = request.getfixturevalue("postgres_server").url() if backend == "postgres" else \
+        f"sqlite:///{tmp_path / 'graph.db'}"
+    first: Any = {"configurable": {"thread_id": "async-1"}}
+    second: Any = {"configurable": {"thread_id": "async-2"}}
+
+    async def scenario() -> list[Any]:
+        async with await mnemostore.open_async(url) as store:
+            graph = build_async_graph(store)
+            paused = await graph.ainvoke({"steps": []}, first)
+            assert paused["__interrupt__"][0].value == {"question": "approve the plan?", "steps": ["plan"]}
+            assert (await graph.aget_state(first)).next == ("review",)
+            updates = [chunk async for chunk in graph.astream(Command(resume="yes"), first, stream_mode="updates")]
+            assert [list(chunk) for chunk in updates] == [["review"], ["finish"]]
+
+            streamed = [chunk async for chunk in graph.astream({"steps": []}, second, stream_mode="updates")]
+            assert [list(chunk) for chunk in streamed] == [["plan"], ["__interrupt__"]]
+            resumed = await graph.ainvoke(Command(resume="no"), second)
+            assert resumed["steps"] == ["plan", "review", "finish"] and resumed["approved"] is False
+
+            final = await graph.aget_state(first)
+            assert final.next == ()
+            assert final.values == {"steps": ["plan", "review", "finish"], "approved": True,
+                                    "started": datetime(2025, 5, 6, 7, 8, tzinfo=UTC), "blob": b"\x00\x01\xfe"}
+            history = [snapshot async for snapshot in graph.aget_state_history(first)]
+            assert await asyncio.to_thread(graph.get_state, first) == final  # sync, from another thread
+            with pytest.raises(mnemostore.MnemostoreError, match="thread other than the event loop"):
+                graph.get_state(first)  # sync, on the loop that must serve it
+            return history
+
+    history = asyncio.run(scenario())
+    assert [snapshot.metadata["step"] for snapshot in history] == [3, 2, 1, 0, -1]
+    assert [snapshot.next for snapshot in history] == [(), ("finish",), ("review",), ("plan",), ("__start__",)]
+    assert history[2].tasks[0].interrupts[0].value["question"] == "approve the plan?"
+    with mnemostore.open(url) as store:  # stored: the same history through a sync Store
+        saver = MnemostoreSaver(store)
+        listed = list(saver.list(first))
+        assert [t.checkpoint["id"] for t in listed] == [s.config["configurable"]["checkpoint_id"] for s in history]
+        records = store.checkpoints.history("async-1", branch="main")
+        assert [r.sequence for r in records] == [0, 1, 2, 3, 4]
+        assert all(child.parent_ids == [parent.id] for parent, child in itertools.pairwise(records))
+        assert store.checkpoints.count({"run_id": "async-2", "branch_id": "main"}) == 5
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import operator
+import threading
 import uuid
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypedDict
 
@@ -183,15 +185,52 @@ _SCOPES = itertools.count()
 EXAMPLES = {"memory": 200, "sqlite": 150, "postgres": 100, "cosine-only": 150}
 
 
-def test_same_results_as_in_memory_store(store: mnemostore.Store, request: pytest.FixtureRequest) -> None:
-    """Random puts, deletes, searches (filters, queries, pages) and listings, each example on an emptied store."""
-    backend = request.node.callspec.params["url"]
+@contextmanager
+def on_a_loop(url: str) -> Iterator[Callable[[Callable[[], Any]], Any]]:
+    """An AsyncStore on `url` opened on an event loop in a thread of its own, and a function that
+    calls a factory on that loop (where a LangGraph class over the AsyncStore must be built)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        astore = asyncio.run_coroutine_threadsafe(mnemostore.open_async(url), loop).result()
 
-    @settings(max_examples=EXAMPLES[backend], deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        async def build(make: Callable[[mnemostore.AsyncStore], Any]) -> Any:
+            return make(astore)
+
+        try:
+            yield lambda make: asyncio.run_coroutine_threadsafe(build(make), loop).result()
+        finally:
+            asyncio.run_coroutine_threadsafe(astore.aclose(), loop).result()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+@pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
+def test_same_results_as_in_memory_store(store: mnemostore.Store, url: str, facade: str,
+                                         request: pytest.FixtureRequest) -> None:
+    """Random puts, deletes, searches (filters, queries, pages) and listings, each example on an emptied store.
+    Over an AsyncStore the calls come from this thread and run on the store's loop (fewer examples:
+    the coroutines are the same, only the calls differ)."""
+    backend = request.node.callspec.params["url"]
+    with ExitStack() as stack:
+        if facade == "AsyncStore":
+            build = stack.enter_context(on_a_loop(url))
+        else:
+            def build(make: Callable[[Any], Any]) -> Any:
+                return make(store)
+        compare(store, build, EXAMPLES[backend] // (3 if facade == "AsyncStore" else 1))
+
+
+def compare(store: mnemostore.Store, build: Callable[[Callable[[Any], Any]], Any], examples: int) -> None:
+    @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(operations)
     def run(ops: list[tuple[Any, ...]]) -> None:
         store.embeddings.delete(where={})  # the memory backends scan every record on each query
-        ours = MnemostoreStore(store, index=INDEX, scope=f"p{next(_SCOPES)}")
+        scope = f"p{next(_SCOPES)}"
+        ours = build(lambda over: MnemostoreStore(over, index=INDEX, scope=scope))
         ref = InMemoryStore(index=INDEX)
         for op in ops:
             check_operation(ours, ref, op)
@@ -335,12 +374,14 @@ def test_batches_read_before_they_write(store: mnemostore.Store) -> None:
     assert item is not None and item.value == {"v": 2}
 
 
-def test_async_batches(store: mnemostore.Store) -> None:
+@pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
+def test_async_batches(store: mnemostore.Store, url: str, facade: str) -> None:
     async def scenario() -> None:
         async def aembed(texts: Sequence[str]) -> list[list[float]]:
             return embed(texts)
 
-        lg = MnemostoreStore(store, index={"dims": DIMS, "embed": aembed, "fields": ["text"]})
+        over: Any = store if facade == "Store" else await mnemostore.open_async(url)
+        lg = MnemostoreStore(over, index={"dims": DIMS, "embed": aembed, "fields": ["text"]})
         await lg.aput(("a",), "k1", {"text": "red"})
         await lg.aput(("a",), "k2", {"text": "blue"})
         found = await lg.asearch(("a",), query="blue", limit=1)
@@ -348,6 +389,10 @@ def test_async_batches(store: mnemostore.Store) -> None:
         assert await lg.alist_namespaces() == [("a",)]
         await lg.adelete(("a",), "k1")
         assert await lg.aget(("a",), "k1") is None
+        assert [r.text for r in store.embeddings.all()] == ["k2"]  # written to the store the fixture opened
+        if facade == "AsyncStore":
+            assert await asyncio.to_thread(lg.get, ("a",), "k2") is not None  # sync, from another thread
+            await over.aclose()
 
     asyncio.run(scenario())
 

@@ -8,6 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .async_store import AsyncStore
+from .collector import freeze_long_lived
 from .executor import ExecutorCalls, NativeCalls
 from .protocol import Backend
 from .store import prepared_backend, store_config
@@ -23,18 +24,22 @@ async def open_async(url: str | None = None, *, tenant: str | None = None, dimen
     """`open`, for asyncio code: the same arguments, an `AsyncStore` whose methods are awaited.
 
     The backend's native async side serves the calls it implements (`Backend.async_backend`); the
-    others run in a thread pool of the store's own, of at most `workers` threads (default:
-    `ThreadPoolExecutor`'s). Opening and migrating run there too, off the event loop."""
+    others run in a thread pool of the store's own, of at most `workers` threads (default: the
+    backend's `executor_workers`, else `ThreadPoolExecutor`'s). Opening and migrating run in a
+    thread too, off the event loop."""
     config = store_config(url, tenant=tenant, dimension=dimension, metric=metric, embedding_model=embedding_model,
                           migrate=migrate, options=options)
-    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mnemostore")
-    opening = executor.submit(prepared_backend, config, migrations, create=create)
+    opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mnemostore-open")
+    opener.submit(freeze_long_lived)
+    opening = opener.submit(prepared_backend, config, migrations, create=create)
+    opener.shutdown(wait=False)  # its thread ends once the backend is open
     try:
         backend = await asyncio.wrap_future(opening)
     except BaseException:
         opening.add_done_callback(_close_opened)  # cancelled while the backend opened: close it once it has
-        executor.shutdown(wait=False)
         raise
+    executor = ThreadPoolExecutor(max_workers=type(backend).executor_workers if workers is None else workers,
+                                  thread_name_prefix="mnemostore")
     store = AsyncStore(_calls(backend, executor), tenant=config.tenant)
     try:
         if isinstance(store._calls, NativeCalls):

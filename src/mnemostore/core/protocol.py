@@ -106,6 +106,10 @@ class Backend(ABC):
     async_backend: ClassVar[type[AsyncBackend] | None] = None
     """The backend's native async side (`core.async_protocol`), awaited by `open_async`; None: the
     sync calls run in the store's executor, which every backend gets without writing a line."""
+    executor_workers: ClassVar[int | None] = None
+    """Threads of an `open_async` store's executor unless `workers=` is given (None: `ThreadPoolExecutor`'s
+    default): calls that are mostly CPU work in this process gain nothing from more threads than CPUs,
+    only contention for the interpreter's lock; calls that wait on a server gain from more."""
 
     params: StoreParams
 

@@ -11,11 +11,11 @@ and only those are scored by `scores` and ordered by `top_k`: the result is what
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ...core.vectorsearch import scores, top_k
+from . import blas_passes
 from .vector_cache import IdsAt
 
 if TYPE_CHECKING:
@@ -24,10 +24,6 @@ if TYPE_CHECKING:
 
 EXACT_BELOW = 1024
 """Pools this small are scored exactly at once; a preselection pass would not pay."""
-_BLAS = threading.Lock()
-"""One BLAS pass at a time in the process: OpenBLAS's own threads, started by passes from several
-threads at once (an AsyncStore's executor, an application's threads), fight over the cores: 20
-tasks searching 10,000 x 384 took 9.3 ms a search instead of 0.7 on 2 CPUs, measured."""
 
 
 def rank(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query: npt.NDArray[np.float32],
@@ -60,8 +56,7 @@ def rank(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query:
 def _coarse(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query: npt.NDArray[np.float32],
             metric: str) -> npt.NDArray[np.float32]:
     """BLAS scores: similarity for cosine/dot, squared distance less |query|^2 for l2."""
-    with _BLAS:
-        products: npt.NDArray[np.float32] = matrix @ query
+    products = blas_passes.products(matrix, query)
     if metric == "l2":
         return norms * norms - 2 * products
     return products

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -20,12 +20,15 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.base import Checkpoint as LGCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from ...core.async_store import AsyncStore
+from ...core.calls import iterate_sync
 from ...core.capabilities import Capability
 from ...core.errors import ValidationError
 from ...core.filters import Expr, F, all_of, bind
 from ...core.records import Checkpoint as Record
 from ...core.store import Store
 from . import mapping
+from .bridge import Bridge
 
 _CHUNK = 200
 """Records per batch when a call touches many (writes lookup, copy, delete)."""
@@ -34,61 +37,20 @@ _CHUNK = 200
 class MnemostoreSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoints, pending writes and metadata as mnemostore checkpoint records.
 
-    Works on every backend; filters go to the backend when it declares the capability
-    and are re-checked here. The async methods run the sync ones in a worker thread.
+    Works on every backend; filters go to the backend when it declares the capability and are
+    re-checked here. Give it a `Store` (`mnemostore.open`) or an `AsyncStore` (`open_async`): each
+    method, sync or async, runs one coroutine over the store (see `bridge`).
     """
 
-    def __init__(self, store: Store, *, serde: SerializerProtocol | None = None) -> None:
+    def __init__(self, store: Store | AsyncStore, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self.store = store
+        self._bridge = Bridge(store, type(self).__name__)
         self._legacy_writes: bool | None = None
 
-    # reading --------------------------------------------------------------------------
+    # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        conf = config["configurable"]
-        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
-        checkpoint_id = get_checkpoint_id(config)
-        ranges = Capability.FILTER_RANGE in self.store.capabilities  # id ranges are index ranges
-        record: Record | None
-        writes: builtins.list[Record] | None = None
-        if checkpoint_id:
-            owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
-            if ranges:  # one read: the record and its writes share an id prefix
-                found = self._id_range(*mapping.record_range(owner))
-                record = next((r for r in found if r.id == owner), None)
-                writes = [r for r in found if mapping.is_write_of(r, owner)]
-            else:
-                record = self.store.checkpoints.get(owner)
-        elif ranges:
-            record, writes = self._latest_in_range(thread_id, ns)
-        else:
-            where = (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns))
-            record = self.store.checkpoints.first(where, order_by="-id")
-        if record is None:
-            return None
-        if writes is None or record.state.get("format", 1) < 2:  # format 1: writes may have hashed ids
-            writes = self._writes_by_owner([record])[record.id]
-        return self._tuple(record, writes)
-
-    def _latest_in_range(self, thread_id: str, ns: str) -> tuple[Record | None, builtins.list[Record] | None]:
-        """The namespace's latest checkpoint and its writes, in one read when it has no writes, two
-        when it has: newest id first, a checkpoint's writes (ids extending its own) come just before it."""
-        low, high = mapping.namespace_range(thread_id, ns)
-        in_namespace = (F.id >= low) & (F.id < high)
-        newest = self.store.checkpoints.first(in_namespace, order_by="-id")
-        if newest is None or newest.branch_id != mapping.WRITES_BRANCH:
-            return newest, []
-        owner = newest.node_id
-        found = self._id_range(*mapping.record_range(owner))
-        record = next((r for r in found if r.id == owner and r.branch_id != mapping.WRITES_BRANCH), None)
-        if record is not None:
-            return record, [r for r in found if mapping.is_write_of(r, owner)]
-        # writes whose checkpoint is gone: the newest checkpoint below them
-        return self.store.checkpoints.first(in_namespace & (F.branch_id != mapping.WRITES_BRANCH),
-                                            order_by="-id"), None
-
-    def _id_range(self, low: str, high: str) -> builtins.list[Record]:
-        return self.store.checkpoints.query((F.id >= low) & (F.id < high), order_by="id", vectors=False).items
+        return self._bridge.run(self._get_tuple(self._bridge.driven, config))
 
     def list(
         self,
@@ -99,6 +61,99 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (by checkpoint id within a thread and namespace)."""
+        items = self._list(self._bridge.driven, config, filter=filter, before=before, limit=limit)
+        return iterate_sync(items, self._bridge.run)
+
+    def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        return self._bridge.run(self._put(self._bridge.driven, config, checkpoint, metadata))
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        """Store a task's writes; a regular write already stored is kept, special ones are replaced."""
+        self._bridge.run(self._put_writes(self._bridge.driven, config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._bridge.run(self._delete_thread(self._bridge.driven, thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata names one of these LangGraph runs."""
+        self._bridge.run(self._delete_for_runs(self._bridge.driven, run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and pending write of a thread, keeping checkpoint ids and lineage."""
+        self._bridge.run(self._copy_thread(self._bridge.driven, source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`keep_latest` keeps the newest checkpoint of each namespace (with its writes); `delete` drops all."""
+        self._bridge.run(self._prune(self._bridge.driven, thread_ids, strategy))
+
+    # async methods: the same coroutines, awaited ------------------------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._get_tuple(self._bridge.awaited(), config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async with aclosing(self._list(self._bridge.awaited(), config, filter=filter, before=before,
+                                       limit=limit)) as items:
+            async for item in items:
+                yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        return await self._put(self._bridge.awaited(), config, checkpoint, metadata)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        await self._put_writes(self._bridge.awaited(), config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._delete_thread(self._bridge.awaited(), thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._delete_for_runs(self._bridge.awaited(), run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._copy_thread(self._bridge.awaited(), source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._prune(self._bridge.awaited(), thread_ids, strategy)
+
+    # reading --------------------------------------------------------------------------
+    async def _get_tuple(self, store: AsyncStore, config: RunnableConfig) -> CheckpointTuple | None:
+        conf = config["configurable"]
+        thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        ranges = Capability.FILTER_RANGE in store.capabilities  # id ranges are index ranges
+        record: Record | None
+        writes: builtins.list[Record] | None = None
+        if checkpoint_id:
+            owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
+            if ranges:  # one read: the record and its writes share an id prefix
+                found = await _id_range(store, *mapping.record_range(owner))
+                record = next((r for r in found if r.id == owner), None)
+                writes = [r for r in found if mapping.is_write_of(r, owner)]
+            else:
+                record = await store.checkpoints.get(owner)
+        elif ranges:
+            record, writes = await _latest_in_range(store, thread_id, ns)
+        else:
+            where = (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns))
+            record = await store.checkpoints.first(where, order_by="-id")
+        if record is None:
+            return None
+        if writes is None or record.state.get("format", 1) < 2:  # format 1: writes may have hashed ids
+            writes = (await self._writes_by_owner(store, [record]))[record.id]
+        return self._tuple(record, writes)
+
+    async def _list(self, store: AsyncStore, config: RunnableConfig | None, *, filter: dict[str, Any] | None,
+                    before: RunnableConfig | None, limit: int | None) -> AsyncGenerator[CheckpointTuple, None]:
         if limit is not None and limit <= 0:
             return
         conf = config["configurable"] if config else {}
@@ -107,7 +162,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         checkpoint_id = conf.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
         wanted = dict(filter or {})
-        where, exact = self._list_where(thread_id, ns, checkpoint_id, before_id, wanted)
+        where, exact = _list_where(store, thread_id, ns, checkpoint_id, before_id, wanted)
 
         def keep(record: Record) -> bool:
             state = record.state
@@ -121,52 +176,30 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             return True
 
         batch = min(limit, _CHUNK) if limit is not None and exact else _CHUNK
-        matches = (r for r in self.store.checkpoints.iterate(where, order_by="-id", batch_size=batch) if keep(r))
         remaining = limit
-        for chunk in _chunks(matches, batch):
-            for item in self._tuples(chunk):
-                yield item
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        return
+        async with aclosing(store.checkpoints.iterate(where, order_by="-id", batch_size=batch)) as records:
+            async for chunk in _chunks(records, batch, keep):
+                for item in await self._tuples(store, chunk):
+                    yield item
+                    if remaining is not None:
+                        remaining -= 1
+                        if remaining == 0:
+                            return
 
-    def _list_where(self, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
-                    before_id: str | None, wanted: dict[str, Any]) -> tuple[Expr | None, bool]:
-        """The filter to push down, and whether it selects exactly the wanted metadata (so pages can be small)."""
-        caps = self.store.capabilities
-        parts: list[Expr | None] = [
-            F.branch_id == mapping.branch_for(ns) if ns is not None else F.branch_id != mapping.WRITES_BRANCH]
-        if thread_id is not None:
-            parts.append(F.run_id == thread_id)
-            if ns is not None and checkpoint_id:
-                parts.append(F.id == mapping.checkpoint_record_id(thread_id, ns, checkpoint_id))
-            if ns is not None and before_id and Capability.FILTER_RANGE in caps:
-                parts.append(F.id < mapping.checkpoint_record_id(thread_id, ns, before_id))
-        exact = Capability.FILTER_METADATA in caps
-        for key, value in wanted.items():
-            if exact and _pushable(value):
-                try:
-                    parts.append(bind(F.metadata[key] == value, Record.filterable))
-                    continue
-                except (ValidationError, TypeError):
-                    pass
-            exact = False
-        return all_of(*parts), exact
-
-    def _tuples(self, records: Sequence[Record]) -> builtins.list[CheckpointTuple]:
+    async def _tuples(self, store: AsyncStore, records: Sequence[Record]) -> builtins.list[CheckpointTuple]:
         """Checkpoint tuples for these records, with their pending writes fetched in few queries."""
-        writes = self._writes_by_owner(records)
+        writes = await self._writes_by_owner(store, records)
         return [self._tuple(record, writes[record.id]) for record in records]
 
-    def _writes_by_owner(self, records: Sequence[Record]) -> dict[str, builtins.list[Record]]:
+    async def _writes_by_owner(self, store: AsyncStore,
+                               records: Sequence[Record]) -> dict[str, builtins.list[Record]]:
         """The writes of each checkpoint record. Format 2 write ids extend their checkpoint's, so
         a namespace's records are served by one id range (an index range; `node_id` has none);
         the rest (format 1, or a backend without range filters) by `node_id`."""
         writes: dict[str, builtins.list[Record]] = {record.id: [] for record in records}
         by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
         others: builtins.list[str] = []
-        ranged = Capability.FILTER_RANGE in self.store.capabilities
+        ranged = Capability.FILTER_RANGE in store.capabilities
         for record in records:
             state = record.state
             if ranged and state.get("format", 1) >= 2:
@@ -176,11 +209,11 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         found: builtins.list[Record] = []
         for group in by_namespace.values():
             low, high = min(group), max(mapping.record_range(owner)[1] for owner in group)
-            found += self.store.checkpoints.query(
+            found += (await store.checkpoints.query(
                 (F.branch_id == mapping.WRITES_BRANCH) & (F.id >= low) & (F.id < high), order_by="id",
-                vectors=False).items
+                vectors=False)).items
         if others:
-            found += self.store.checkpoints.all((F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(others))
+            found += await store.checkpoints.all((F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(others))
         for write in found:
             owned = writes.get(write.node_id)
             if owned is not None:
@@ -200,24 +233,23 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         )
 
     # writing --------------------------------------------------------------------------
-    def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
-            new_versions: ChannelVersions) -> RunnableConfig:
+    async def _put(self, store: AsyncStore, config: RunnableConfig, checkpoint: LGCheckpoint,
+                   metadata: CheckpointMetadata) -> RunnableConfig:
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         record = mapping.checkpoint_record(
             self.serde, thread_id, ns, conf.get("checkpoint_id"), dict(checkpoint),
             dict(get_serializable_checkpoint_metadata(config, metadata)))
-        self.store.checkpoints.put([record])
+        await store.checkpoints.put([record])
         return mapping.config_for(thread_id, ns, checkpoint["id"])
 
-    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                   task_path: str = "") -> None:
-        """Store a task's writes; a regular write already stored is kept, special ones are replaced."""
+    async def _put_writes(self, store: AsyncStore, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                          task_id: str, task_path: str) -> None:
         conf = config["configurable"]
         thread_id, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
         records: dict[str, Record] = {}
         regular: dict[str, str] = {}  # ids a regular write may be stored under (this format's, format 1's) -> its id
-        legacy = bool(writes) and self._has_legacy_writes()
+        legacy = bool(writes) and await self._has_legacy_writes(store)
         numbered = [(WRITES_IDX_MAP.get(channel, position), channel, value)
                     for position, (channel, value) in enumerate(writes)]
         built = mapping.write_records(self.serde, thread_id, ns, checkpoint_id, task_id, task_path, numbered)
@@ -228,105 +260,59 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 if legacy:
                     regular[mapping.legacy_write_record_id(thread_id, ns, checkpoint_id, task_id, idx)] = record.id
         if records and not legacy and len(regular) == len(records):  # insert-or-ignore: one write, no read
-            self.store.checkpoints.put(records.values(), keep_existing=True)
+            await store.checkpoints.put(records.values(), keep_existing=True)
             return
         if regular:
-            for existing in self.store.checkpoints.get_many(sorted(regular), vectors=False):
+            for existing in await store.checkpoints.get_many(sorted(regular), vectors=False):
                 records.pop(regular[existing.id], None)
         if records:
-            self.store.checkpoints.put(records.values())
+            await store.checkpoints.put(records.values())
 
-    def _has_legacy_writes(self) -> bool:
+    async def _has_legacy_writes(self, store: AsyncStore) -> bool:
         """Whether the store holds writes of format 1 (hashed ids, `legacy_write_record_id`), which a
         retried regular write must also be looked up under; asked once per saver (a store that
         cannot count an id range is assumed to hold some)."""
         if self._legacy_writes is None:
             low, high = mapping.LEGACY_WRITE_RANGE
-            self._legacy_writes = (Capability.FILTER_RANGE not in self.store.capabilities
-                                   or self.store.checkpoints.count((F.id >= low) & (F.id < high)) > 0)
+            self._legacy_writes = (Capability.FILTER_RANGE not in store.capabilities
+                                   or await store.checkpoints.count((F.id >= low) & (F.id < high)) > 0)
         return self._legacy_writes
 
     # deleting and copying -----------------------------------------------------------------
-    def delete_thread(self, thread_id: str) -> None:
-        self.store.checkpoints.delete(where=F.run_id == thread_id)
+    async def _delete_thread(self, store: AsyncStore, thread_id: str) -> None:
+        await store.checkpoints.delete(where=F.run_id == thread_id)
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints (and their writes) whose metadata names one of these LangGraph runs."""
+    async def _delete_for_runs(self, store: AsyncStore, run_ids: Sequence[str]) -> None:
         runs = set(run_ids)
         if not runs:
             return
         where: Expr = F.branch_id != mapping.WRITES_BRANCH
-        if Capability.FILTER_METADATA in self.store.capabilities:
+        if Capability.FILTER_METADATA in store.capabilities:
             where = where & F.metadata["run_id"].in_(sorted(runs))
-        doomed = [r.id for r in self.store.checkpoints.iterate(where, batch_size=_CHUNK, vectors=False)
+        doomed = [r.id async for r in store.checkpoints.iterate(where, batch_size=_CHUNK, vectors=False)
                   if r.metadata.get("run_id") in runs]
-        self._delete_checkpoints(doomed)
+        await _delete_checkpoints(store, doomed)
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint and pending write of a thread, keeping checkpoint ids and lineage."""
-        source = self.store.checkpoints.iterate(F.run_id == source_thread_id, batch_size=_CHUNK)
-        for chunk in _chunks(source, _CHUNK):
-            self.store.checkpoints.put([mapping.moved(record, target_thread_id) for record in chunk])
+    async def _copy_thread(self, store: AsyncStore, source_thread_id: str, target_thread_id: str) -> None:
+        source = store.checkpoints.iterate(F.run_id == source_thread_id, batch_size=_CHUNK)
+        async for chunk in _chunks(source, _CHUNK):
+            await store.checkpoints.put([mapping.moved(record, target_thread_id) for record in chunk])
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """`keep_latest` keeps the newest checkpoint of each namespace (with its writes); `delete` drops all."""
+    async def _prune(self, store: AsyncStore, thread_ids: Sequence[str], strategy: str) -> None:
         if strategy not in ("keep_latest", "delete"):
             raise ValidationError.one("strategy", f"unknown prune strategy {strategy!r}; use keep_latest or delete")
         for thread_id in thread_ids:
             if strategy == "delete":
-                self.delete_thread(thread_id)
+                await self._delete_thread(store, thread_id)
                 continue
             seen: set[str] = set()
             doomed: builtins.list[str] = []
             where = (F.run_id == thread_id) & (F.branch_id != mapping.WRITES_BRANCH)
-            for record in self.store.checkpoints.iterate(where, order_by="-id", batch_size=_CHUNK, vectors=False):
+            async for record in store.checkpoints.iterate(where, order_by="-id", batch_size=_CHUNK, vectors=False):
                 if record.branch_id in seen:
                     doomed.append(record.id)
                 seen.add(record.branch_id)
-            self._delete_checkpoints(doomed)
-
-    def _delete_checkpoints(self, ids: Sequence[str]) -> None:
-        for start in range(0, len(ids), _CHUNK):
-            chunk = builtins.list(ids[start:start + _CHUNK])
-            self.store.checkpoints.delete(where=(F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(chunk))
-            self.store.checkpoints.delete(chunk)
-
-    # async twins: the sync methods in a worker thread ----------------------------------------
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        items = await asyncio.to_thread(
-            lambda: builtins.list(self.list(config, filter=filter, before=before, limit=limit)))
-        for item in items:
-            yield item
-
-    async def aput(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
-                   new_versions: ChannelVersions) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                          task_path: str = "") -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+            await _delete_checkpoints(store, doomed)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """Zero-padded string versions (as LangGraph's own SQL savers use): they sort as they grow."""
@@ -337,17 +323,74 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return f"<MnemostoreSaver {self.store!r}>"
 
 
+async def _latest_in_range(store: AsyncStore, thread_id: str,
+                           ns: str) -> tuple[Record | None, builtins.list[Record] | None]:
+    """The namespace's latest checkpoint and its writes, in one read when it has no writes, two
+    when it has: newest id first, a checkpoint's writes (ids extending its own) come just before it."""
+    low, high = mapping.namespace_range(thread_id, ns)
+    in_namespace = (F.id >= low) & (F.id < high)
+    newest = await store.checkpoints.first(in_namespace, order_by="-id")
+    if newest is None or newest.branch_id != mapping.WRITES_BRANCH:
+        return newest, []
+    owner = newest.node_id
+    found = await _id_range(store, *mapping.record_range(owner))
+    record = next((r for r in found if r.id == owner and r.branch_id != mapping.WRITES_BRANCH), None)
+    if record is not None:
+        return record, [r for r in found if mapping.is_write_of(r, owner)]
+    # writes whose checkpoint is gone: the newest checkpoint below them
+    return await store.checkpoints.first(in_namespace & (F.branch_id != mapping.WRITES_BRANCH),
+                                         order_by="-id"), None
+
+
+async def _id_range(store: AsyncStore, low: str, high: str) -> builtins.list[Record]:
+    return (await store.checkpoints.query((F.id >= low) & (F.id < high), order_by="id", vectors=False)).items
+
+
+def _list_where(store: AsyncStore, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
+                before_id: str | None, wanted: dict[str, Any]) -> tuple[Expr | None, bool]:
+    """The filter to push down, and whether it selects exactly the wanted metadata (so pages can be small)."""
+    caps = store.capabilities
+    parts: builtins.list[Expr | None] = [
+        F.branch_id == mapping.branch_for(ns) if ns is not None else F.branch_id != mapping.WRITES_BRANCH]
+    if thread_id is not None:
+        parts.append(F.run_id == thread_id)
+        if ns is not None and checkpoint_id:
+            parts.append(F.id == mapping.checkpoint_record_id(thread_id, ns, checkpoint_id))
+        if ns is not None and before_id and Capability.FILTER_RANGE in caps:
+            parts.append(F.id < mapping.checkpoint_record_id(thread_id, ns, before_id))
+    exact = Capability.FILTER_METADATA in caps
+    for key, value in wanted.items():
+        if exact and _pushable(value):
+            try:
+                parts.append(bind(F.metadata[key] == value, Record.filterable))
+                continue
+            except (ValidationError, TypeError):
+                pass
+        exact = False
+    return all_of(*parts), exact
+
+
+async def _delete_checkpoints(store: AsyncStore, ids: Sequence[str]) -> None:
+    for start in range(0, len(ids), _CHUNK):
+        chunk = builtins.list(ids[start:start + _CHUNK])
+        await store.checkpoints.delete(where=(F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(chunk))
+        await store.checkpoints.delete(chunk)
+
+
 def _pushable(value: Any) -> bool:
     """Metadata values whose equality the store's filters decide as Python does (bool is not 1 there)."""
     return type(value) in (str, int, float)
 
 
-def _chunks(items: Iterable[Record], size: int) -> Iterator[builtins.list[Record]]:
+async def _chunks(items: AsyncIterator[Record], size: int,
+                  keep: Callable[[Record], bool] | None = None) -> AsyncGenerator[builtins.list[Record], None]:
+    """The items (those `keep` accepts) in lists of `size`, the last one shorter."""
     chunk: builtins.list[Record] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
+    async for item in items:
+        if keep is None or keep(item):
+            chunk.append(item)
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
     if chunk:
         yield chunk

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
@@ -27,6 +27,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from ...core.async_store import AsyncStore
 from ...core.capabilities import VECTOR_METRICS, Capability
 from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
@@ -35,6 +36,7 @@ from ...core.records import Embedding, utcnow
 from ...core.store import Store
 from . import store_filters
 from . import store_mapping as mapping
+from .bridge import Bridge
 
 _CHUNK = 500
 """Ids or items per store call when a batch touches many."""
@@ -73,13 +75,16 @@ class MnemostoreStore(BaseStore):
 
     Prefixes and filters run in the store (and in vector search) as far as its capabilities allow; the
     rest is checked here, never dropped. `index` enables `query` search as in InMemoryStore; `scope`
-    separates LangGraph stores sharing one mnemostore store. No TTL (`supports_ttl = False`).
+    separates LangGraph stores sharing one mnemostore store. No TTL (`supports_ttl = False`). Give it
+    a `Store` or an `AsyncStore`: `batch` and `abatch` run one coroutine over it (see `bridge`).
     """
 
     supports_ttl: bool = False
 
-    def __init__(self, store: Store, *, index: IndexConfig | None = None, scope: str = "langgraph") -> None:
+    def __init__(self, store: Store | AsyncStore, *, index: IndexConfig | None = None,
+                 scope: str = "langgraph") -> None:
         self.store = store
+        self._bridge = Bridge(store, type(self).__name__)
         self.scope = mapping.check_scope(scope)
         self.index_config: IndexConfig | None = None
         self.embeddings: Embeddings | None = None
@@ -98,14 +103,14 @@ class MnemostoreStore(BaseStore):
     def _check_vectors(self, dims: Any) -> int:
         if type(dims) is not int or dims < 1:
             raise ConfigError(f"index['dims'] must be a positive integer, not {dims!r}")
-        params = self.store.params
+        params = self._bridge.driven.params
         if params.dimension is not None and params.dimension != dims:
             raise SchemaMismatch(f"index['dims'] is {dims} but this store holds {params.dimension}-dimensional "
                                  "embeddings; use an embedding model of that dimension or another store")
         if params.metric == "l2":
             raise ConfigError("query search ranks by similarity, but this store's metric is 'l2'; "
                               "use a store created with metric='cosine' (or 'dot')")
-        self.store.require(VECTOR_METRICS[params.metric], "MnemostoreStore query search")
+        self._bridge.driven.require(VECTOR_METRICS[params.metric], "MnemostoreStore query search")
         return dims
 
     # batches ------------------------------------------------------------------------------
@@ -114,10 +119,10 @@ class MnemostoreStore(BaseStore):
         plan = self._plan(ops)
         documents = self._vectors(plan.documents(), self.embeddings.embed_documents if self.embeddings else None)
         queries = {query: self.embeddings.embed_query(query) for query in plan.queries} if self.embeddings else {}
-        return self._run(plan, documents, queries)
+        return self._bridge.run(self._run(self._bridge.driven, plan, documents, queries))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """`batch` with the embeddings' async API; the store calls run in a worker thread."""
+        """`batch` with the embeddings' async API, its store calls awaited."""
         plan = self._plan(ops)
         embeddings = self.embeddings
         documents: dict[str, list[float]] = {}
@@ -128,7 +133,7 @@ class MnemostoreStore(BaseStore):
                 documents = self._vectors(texts, None, await embeddings.aembed_documents(texts))
             found = await asyncio.gather(*(embeddings.aembed_query(query) for query in plan.queries))
             queries = dict(zip(plan.queries, found, strict=True))
-        return await asyncio.to_thread(self._run, plan, documents, queries)
+        return await self._run(self._bridge.awaited(), plan, documents, queries)
 
     def _plan(self, ops: Iterable[Op]) -> _Plan:
         """Check every op before anything runs; keep the last put of each item."""
@@ -187,70 +192,80 @@ class MnemostoreStore(BaseStore):
                     "index.embed", f"returned a {len(vector)}-dimensional vector, but index['dims'] is {self._dims}")
         return {text: list(vector) for text, vector in zip(texts, vectors, strict=True)}
 
-    def _run(self, plan: _Plan, documents: dict[str, list[float]], queries: dict[str, list[float]]) -> list[Result]:
+    async def _run(self, store: AsyncStore, plan: _Plan, documents: dict[str, list[float]],
+                   queries: dict[str, list[float]]) -> list[Result]:
         results: list[Result] = [None] * len(plan.ops)
         gets = [(i, op) for i, op in enumerate(plan.ops) if isinstance(op, GetOp)]
         if gets:
-            found = self._items([(op.namespace, op.key) for _, op in gets])
+            found = await self._items(store, [(op.namespace, op.key) for _, op in gets])
             for i, get in gets:
                 results[i] = found.get((get.namespace, get.key))
         for i, op in enumerate(plan.ops):
             if isinstance(op, SearchOp):
-                results[i] = self._search(op, queries.get(op.query) if op.query else None)
+                results[i] = await self._search(store, op, queries.get(op.query) if op.query else None)
             elif isinstance(op, ListNamespacesOp):
-                results[i] = self._list_namespaces(op)
+                results[i] = await self._list_namespaces(store, op)
         if plan.puts:
-            self._write(plan, documents)
+            await self._write(store, plan, documents)
         return results
 
     # reading ------------------------------------------------------------------------------
-    def _records(self, item_keys: Sequence[ItemKey]) -> dict[ItemKey, Embedding]:
+    async def _records(self, store: AsyncStore, item_keys: Sequence[ItemKey]) -> dict[ItemKey, Embedding]:
         """The records of these items that exist (their own records, not their shards)."""
         ids = {mapping.item_id(self.scope, ns, key): (ns, key) for ns, key in item_keys}
         found: dict[ItemKey, Embedding] = {}
         wanted = list(ids)
         for start in range(0, len(wanted), _CHUNK):
-            for record in self.store.embeddings.get_many(wanted[start:start + _CHUNK], vectors=False):
+            for record in await store.embeddings.get_many(wanted[start:start + _CHUNK], vectors=False):
                 item_key = ids[record.id]
                 if mapping.where_it_lives(record) == item_key:
                     found[item_key] = record
         return found
 
-    def _items(self, item_keys: Sequence[ItemKey]) -> dict[ItemKey, Item]:
-        return {item_key: mapping.to_item(record) for item_key, record in self._records(item_keys).items()}
+    async def _items(self, store: AsyncStore, item_keys: Sequence[ItemKey]) -> dict[ItemKey, Item]:
+        records = await self._records(store, item_keys)
+        return {item_key: mapping.to_item(record) for item_key, record in records.items()}
 
-    def _search(self, op: SearchOp, query: list[float] | None) -> list[SearchItem]:
+    async def _search(self, store: AsyncStore, op: SearchOp, query: list[float] | None) -> list[SearchItem]:
         if op.limit == 0:
             return []
         end = op.offset + op.limit
         if query is None:
-            return [mapping.to_search_item(r, None) for r in self._plain(op, end)[op.offset:]]
-        scored = self._nearest(op, query, end)
+            return [mapping.to_search_item(r, None) for r in (await self._plain(store, op, end))[op.offset:]]
+        scored = await self._nearest(store, op, query, end)
         page = [mapping.to_search_item(record, score) for record, score in scored[op.offset:end]]
         if len(scored) < end:  # every scored item is in: items without a vector follow, as in InMemoryStore
             skip = max(0, op.offset - len(scored))
-            rest = self._plain(op, skip + end - max(op.offset, len(scored)), unvectored=True)[skip:]
+            rest = (await self._plain(store, op, skip + end - max(op.offset, len(scored)), unvectored=True))[skip:]
             page += [mapping.to_search_item(record, None) for record in rest]
         return page
 
-    def _plain(self, op: SearchOp, count: int, *, unvectored: bool = False) -> list[Embedding]:
+    async def _plain(self, store: AsyncStore, op: SearchOp, count: int, *, unvectored: bool = False) -> list[Embedding]:
         """The first `count` matching items, most recently updated first."""
         if count <= 0:
             return []
-        chosen = self._select([mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
+        chosen = self._select(store, [mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
         if chosen.exact:
-            return self.store.embeddings.query(chosen.where, order_by=_ORDER, limit=count, vectors=False).items
-        rows = self.store.embeddings.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK),
-                                             vectors=False)
-        return list(islice((r for r in rows if chosen.keep(r)), count))
+            return (await store.embeddings.query(chosen.where, order_by=_ORDER, limit=count, vectors=False)).items
+        kept: list[Embedding] = []
+        rows = store.embeddings.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK),
+                                        vectors=False)
+        async with aclosing(rows):
+            async for record in rows:
+                if chosen.keep(record):
+                    kept.append(record)
+                    if len(kept) == count:
+                        break
+        return kept
 
-    def _nearest(self, op: SearchOp, query: list[float], count: int) -> list[tuple[Embedding, float]]:
+    async def _nearest(self, store: AsyncStore, op: SearchOp, query: list[float],
+                       count: int) -> list[tuple[Embedding, float]]:
         """The best `count` items by their best vector, best first: k grows until enough distinct items match."""
-        pushed = Capability.VECTOR_FILTERED in self.store.capabilities
-        chosen = self._select([mapping.item_root(self.scope), mapping.shard_root(self.scope)], op, pushed=pushed)
+        pushed = Capability.VECTOR_FILTERED in store.capabilities
+        chosen = self._select(store, [mapping.item_root(self.scope), mapping.shard_root(self.scope)], op, pushed=pushed)
         k = count
         while True:
-            hits = self.store.embeddings.search(query, k, where=chosen.where, vectors=False)
+            hits = await store.embeddings.search(query, k, where=chosen.where, vectors=False)
             best: dict[str, tuple[Embedding, float]] = {}
             for hit in hits:
                 record: Embedding = hit.record  # type: ignore[assignment]
@@ -260,9 +275,10 @@ class MnemostoreStore(BaseStore):
                 return list(best.values())[:count]
             k *= 2
 
-    def _select(self, roots: list[str], op: SearchOp, *, pushed: bool, unvectored: bool = False) -> _Selection:
+    def _select(self, store: AsyncStore, roots: list[str], op: SearchOp, *, pushed: bool,
+                unvectored: bool = False) -> _Selection:
         """What the store can run of (namespace prefix, filter, no vector) and the full check."""
-        caps = self.store.capabilities
+        caps = store.capabilities
         starts = [root + mapping.encode_namespace(op.namespace_prefix) for root in roots]
         filter = op.filter
 
@@ -288,7 +304,7 @@ class MnemostoreStore(BaseStore):
                 exact = False
         return _Selection(all_of(*parts), exact, keep)
 
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
+    async def _list_namespaces(self, store: AsyncStore, op: ListNamespacesOp) -> list[Namespace]:
         conditions = op.match_conditions or ()
         depth = op.max_depth
         literal: list[str] = []
@@ -299,9 +315,9 @@ class MnemostoreStore(BaseStore):
         root = mapping.item_root(self.scope)
         start = root + mapping.encode_namespace(literal)
         found: set[Namespace] = set()
-        if Capability.FILTER_RANGE in self.store.capabilities:
+        if Capability.FILTER_RANGE in store.capabilities:
             above: Expr = F.namespace >= start
-            while (record := self.store.embeddings.first(above & (F.namespace < mapping.upper_bound(start)),
+            while (record := await store.embeddings.first(above & (F.namespace < mapping.upper_bound(start)),
                                                          order_by="namespace", vectors=False)) is not None:
                 namespace = mapping.decode_namespace(record.namespace[len(root):])
                 above = F.namespace > record.namespace
@@ -310,7 +326,7 @@ class MnemostoreStore(BaseStore):
                     if depth is not None and 0 <= depth <= len(namespace):  # skip what truncates to the same
                         above = F.namespace >= mapping.upper_bound(root + mapping.encode_namespace(namespace[:depth]))
         else:
-            for record in self.store.embeddings.iterate(None, order_by="namespace", vectors=False):
+            async for record in store.embeddings.iterate(None, order_by="namespace", vectors=False):
                 if record.namespace.startswith(start):
                     namespace = mapping.decode_namespace(record.namespace[len(root):])
                     if all(_matches_condition(c, namespace) for c in conditions):
@@ -320,9 +336,9 @@ class MnemostoreStore(BaseStore):
         return sorted(found)[op.offset:op.offset + op.limit]
 
     # writing ------------------------------------------------------------------------------
-    def _write(self, plan: _Plan, documents: dict[str, list[float]]) -> None:
+    async def _write(self, store: AsyncStore, plan: _Plan, documents: dict[str, list[float]]) -> None:
         """Deletes, then puts (each one store call per chunk); a put keeps the item's `created_at`."""
-        existing = self._records(list(plan.puts))
+        existing = await self._records(store, list(plan.puts))
         now = utcnow()
         doomed = [mapping.item_id(self.scope, ns, key) for (ns, key), op in plan.puts.items() if op.value is None]
         reindexed = [item_key for item_key, record in existing.items() if record.model]  # may have shards
@@ -333,13 +349,13 @@ class MnemostoreStore(BaseStore):
                 old = existing.get((ns, key))
                 records += mapping.records_for(self.scope, ns, key, dict(op.value), vectors, self._model,
                                                old.created_at if old else now, now)
-        embeddings = self.store.embeddings
+        embeddings = store.embeddings
         for start in range(0, len(reindexed), _CHUNK):
-            embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
+            await embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
         for start in range(0, len(doomed), _CHUNK):
-            embeddings.delete(doomed[start:start + _CHUNK])
+            await embeddings.delete(doomed[start:start + _CHUNK])
         if records:
-            embeddings.put(records)
+            await embeddings.put(records)
 
     def __repr__(self) -> str:
         return f"<MnemostoreStore scope={self.scope!r} {self.store!r}>"
