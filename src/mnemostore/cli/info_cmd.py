@@ -36,9 +36,10 @@ def collect(url: str | None, tenant: str | None = None) -> dict[str, Any]:
 
     config = resolve(url, **({"tenant": tenant} if tenant is not None else {}))
     with open_config(config, create=False) as store:
+        missing = unregistered_kinds(store.backend)  # first: it imports the shipped kinds the store holds
         counts = {kind: store.collection(kind).count() for kind in kind_names()}
         unregistered: dict[str, str] = {}
-        for declaration in unregistered_kinds(store.backend):
+        for declaration in missing:
             with standing_in(declaration) as kind:
                 counts[kind] = store.collection(kind).count()
             unregistered[kind] = declaration.source

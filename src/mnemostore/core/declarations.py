@@ -10,9 +10,10 @@ The built-in kinds are left out: their layout is each backend's layout history.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import shlex
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Optional
@@ -268,9 +269,31 @@ def pending_changes(backend: Backend, loaded_only: bool = False) -> list[KindCha
     return changes
 
 
+SHIPPED_KINDS = "mnemostore.kinds."
+"""Modules of the kinds mnemostore ships (`mnemostore.kinds.workflow`, ...): a store's record naming one
+imports it, as it runs no code but mnemostore's; any other module is imported only when asked (`--import`)."""
+
+
+def import_shipped_kinds() -> None:
+    """Import every module of kinds mnemostore ships, for names a store or an archive holds that this
+    process does not know yet (`SHIPPED_KINDS`)."""
+    import pkgutil
+
+    from .. import kinds as shipped
+
+    for module in pkgutil.iter_modules(shipped.__path__, shipped.__name__ + "."):
+        importlib.import_module(module.name)
+
+
 def unregistered_kinds(backend: Backend) -> list[Declaration]:
-    """The kinds a store recorded that no class of this process declares (entry points loaded)."""
-    return [declaration for name, declaration in stored_declarations(backend).items() if kinds.find(name) is None]
+    """The kinds a store recorded that no class of this process declares (entry points loaded, and
+    shipped kinds imported)."""
+    missing = [declaration for name, declaration in stored_declarations(backend).items() if kinds.find(name) is None]
+    shipped = {declaration.module for declaration in missing if declaration.module.startswith(SHIPPED_KINDS)}
+    for module in sorted(shipped):
+        with suppress(ImportError):  # a kind a later mnemostore ships: refused below, naming its module
+            importlib.import_module(module)
+    return [declaration for declaration in missing if kinds.find(declaration.kind) is None] if shipped else missing
 
 
 def refuse_unregistered(backend: Backend, action: str) -> None:

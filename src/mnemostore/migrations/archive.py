@@ -122,6 +122,7 @@ def export_archive(source: str | Store, path: str | os.PathLike[str], *, kinds: 
         src = stack.enter_context(opened(source, create=False))
         if kinds is None:
             refuse_unregistered(src.backend, "an export")
+            chosen = chosen_kinds(None)  # now with the shipped kinds the store holds (the check imports them)
         out = stack.enter_context(_writing(target))
         out.write(orjson.dumps({
             "format": FORMAT_NAME, "version": FORMAT_VERSION, "source": src.backend.url.masked,

@@ -110,6 +110,7 @@ def copy(source: str | Store, destination: str | Store, *, kinds: Sequence[str] 
         src = stack.enter_context(opened(source, create=False))
         if kinds is None:
             refuse_unregistered(src.backend, "a copy")
+            chosen = chosen_kinds(None)  # now with the shipped kinds the store holds (the check imports them)
         origin = Origin("store", src.backend.url.masked, src.backend.url.masked, chosen, src.params)
         dst = stack.enter_context(opened(destination, src.params))
         if same_store(src.backend, dst.backend):

@@ -59,6 +59,7 @@ def reembed(source: str | Store, staging: str | Store, embed: EmbedFunction, *, 
         src = stack.enter_context(opened(source, create=False))
         if kinds is None:
             refuse_unregistered(src.backend, "re-embedding")
+            chosen = chosen_kinds(None)  # now with the shipped kinds the store holds (the check imports them)
         params = StoreParams(dimension, src.params.metric, model)
         origin = Origin("reembedding", src.backend.url.masked, f"{src.backend.url.masked} as {model}", chosen,
                         params)

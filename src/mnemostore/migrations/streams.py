@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core.codec import binary_fields, dumps_fields
+from ..core.declarations import import_shipped_kinds
 from ..core.errors import MigrationError, UnsupportedCapability
 from ..core.filters import F
 from ..core.kinds import is_kind, kind_names
@@ -46,6 +47,9 @@ def chosen_kinds(kinds: Sequence[str] | None) -> tuple[str, ...]:
     if kinds is None:
         return kind_names()
     unknown = [kind for kind in kinds if not is_kind(kind)]
+    if unknown:
+        import_shipped_kinds()  # an archive of the demo's store names mnemostore's own workflow kinds
+        unknown = [kind for kind in unknown if not is_kind(kind)]
     if unknown:
         raise MigrationError(f"unknown record kind(s): {', '.join(unknown)}; choose from {', '.join(kind_names())} "
                              "(an application's kind is known once its module is imported: --import MODULE)")
