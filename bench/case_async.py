@@ -120,7 +120,7 @@ def _bench_vector_engines(results: Results, tmp: Path, vectors: np.ndarray, quer
     run the engine on the loop) and a Chroma server (its native async side on `AsyncHttpClient`)."""
     n = min(VECTOR_ENGINE_N, len(vectors))
     _bench_tasks(results, "qdrant local", f"qdrant://{tmp / 'async-qdrant'}", n, vectors, queries, tasks, repeat,
-                 at=0.8, puts=True)
+                 at=None, puts=True)
     try:
         from tests.chroma_server import ChromaTestServer  # as the tests start it
 
@@ -129,14 +129,14 @@ def _bench_vector_engines(results: Results, tmp: Path, vectors: np.ndarray, quer
         results.skipped("async chroma (HTTP server)", f"{type(exc).__name__}: {exc}"[:200])
         return
     try:
-        _bench_tasks(results, "chroma http (native)", server.url(), n, vectors, queries, tasks, repeat, at=1.0,
+        _bench_tasks(results, "chroma http (native)", server.url(), n, vectors, queries, tasks, repeat, at=None,
                      puts=True)
     finally:
         server.stop()
 
 
 def _bench_tasks(results: Results, engine: str, url: str, n: int, vectors: np.ndarray, queries: np.ndarray,
-                 tasks: int, repeat: int, at: float, puts: bool = False) -> None:
+                 tasks: int, repeat: int, at: float | None, puts: bool = False) -> None:
     """`tasks` asyncio tasks each saving STEPS checkpoints (or, with `puts`, putting STEPS heuristics)
     and searching STEPS times, beside the same calls one at a time through the sync Store; throughput ratio."""
     with mnemostore.open(url) as store:
@@ -172,11 +172,12 @@ def _bench_tasks(results: Results, engine: str, url: str, n: int, vectors: np.nd
 
         ours.append(asyncio.run(together()))
     calls = tasks * STEPS * 2
-    results.add(at_least(Row(
+    row = Row(
         f"async {engine}: {tasks} tasks x ({STEPS} {'puts' if puts else 'saves'} + {STEPS} searches), "
         f"store of {n:,} x384", median(ours),
         median(theirs), per=calls, baseline_name="the same calls one at a time, sync Store",
-        note=f"ms per call; {_path(url)}; {calls:,} calls per run"), at))
+        note=f"ms per call; {_path(url)}; {calls:,} calls per run")
+    results.add(row if at is None else at_least(row, at))  # None: context, the issue sets no target
 
 
 def _path(url: str) -> str:
