@@ -73,7 +73,10 @@ class WalCheckpoints:
             self._thread.start()
 
     def _run(self) -> None:
-        conn = self._connect()
+        try:
+            conn = self._connect()
+        except sqlite3.Error:
+            return  # the file is gone or unreadable: writers past LIMIT still checkpoint, and their errors say why
         try:
             while True:
                 self._wake.wait()
