@@ -68,7 +68,10 @@ def namespace_range(thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
 
 def write_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
     """The checkpoint's record id, `.w.` and a digest of (task, idx): see `record_range`."""
-    owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
+    return _write_id(checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id), task_id, idx)
+
+
+def _write_id(owner: str, task_id: str, idx: int) -> str:
     return f"{owner}{WRITES_INFIX}{_digest(task_id, str(idx))}"
 
 
@@ -183,7 +186,7 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
     for idx, channel, value in writes:
         value_type, value_bytes = serde.dumps_typed(value)
         fields: dict[str, Any] = {
-            "id": f"{owner}{WRITES_INFIX}{_digest(task_id, str(idx))}", "run_id": thread_id,
+            "id": _write_id(owner, task_id, idx), "run_id": thread_id,
             "branch_id": WRITES_BRANCH, "node_id": owner, "parent_ids": [owner],
             "state": {"format": FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
                       "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel,
@@ -196,14 +199,17 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
 
 
 def _checked_texts(texts: dict[str, Any]) -> bool:
-    """Refuse a text that cannot be stored, naming it, before any id is made of it; whether all are str."""
+    """Refuse a text that cannot be stored, naming it, before any id is made of it; whether all are str
+    (a value of another type is left to `Record(...)`, which names it)."""
+    every_str = True
     for name, text in texts.items():
         if type(text) is not str:
-            return False  # Record(...) names what it is instead
+            every_str = False
+            continue
         problem = check_text(text)
         if problem is not None:
             raise ValidationError.one(name, f"string {problem}")
-    return True
+    return every_str
 
 
 def _plain_value(value_type: Any, value_bytes: Any) -> bool:
