@@ -31,7 +31,6 @@ import orjson
 
 from ..core.base64text import from_text, to_text
 from ..core.codec import json_default, parse_fields
-from ..core.declarations import refuse_unregistered
 from ..core.errors import MigrationError, ValidationError
 from ..core.kinds import record_type
 from ..core.protocol import StoreParams
@@ -39,7 +38,7 @@ from ..core.records import Record
 from .copying import CopyReport, KindReport, check_batch_size, verify
 from .destination import Destination, Origin, opened
 from .progress import Progress, Silent
-from .streams import Digest, batches, chosen_kinds, digest_kind, kind_count, kind_key, tenant_key
+from .streams import Digest, batches, chosen_kinds, digest_kind, every_kind_of, kind_count, kind_key, tenant_key
 
 if TYPE_CHECKING:
     from ..core.store import Store
@@ -121,8 +120,7 @@ def export_archive(source: str | Store, path: str | os.PathLike[str], *, kinds: 
     with ExitStack() as stack:
         src = stack.enter_context(opened(source, create=False))
         if kinds is None:
-            refuse_unregistered(src.backend, "an export")
-            chosen = chosen_kinds(None)  # now with the shipped kinds the store holds (the check imports them)
+            chosen = every_kind_of(src.backend, "an export")
         out = stack.enter_context(_writing(target))
         out.write(orjson.dumps({
             "format": FORMAT_NAME, "version": FORMAT_VERSION, "source": src.backend.url.masked,

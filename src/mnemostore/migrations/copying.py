@@ -19,11 +19,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.declarations import refuse_unregistered
 from ..core.errors import ConfigError, MigrationError
 from .destination import Destination, Origin, opened, same_store
 from .progress import Progress, Silent
-from .streams import Digest, Position, batches, chosen_kinds, digest_kind, kind_count
+from .streams import Digest, Position, batches, chosen_kinds, digest_kind, every_kind_of, kind_count
 
 if TYPE_CHECKING:
     from ..core.store import Store
@@ -109,8 +108,7 @@ def copy(source: str | Store, destination: str | Store, *, kinds: Sequence[str] 
     with ExitStack() as stack:
         src = stack.enter_context(opened(source, create=False))
         if kinds is None:
-            refuse_unregistered(src.backend, "a copy")
-            chosen = chosen_kinds(None)  # now with the shipped kinds the store holds (the check imports them)
+            chosen = every_kind_of(src.backend, "a copy")
         origin = Origin("store", src.backend.url.masked, src.backend.url.masked, chosen, src.params)
         dst = stack.enter_context(opened(destination, src.params))
         if same_store(src.backend, dst.backend):

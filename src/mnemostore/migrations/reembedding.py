@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from ..core.declarations import refuse_unregistered
 from ..core.errors import ConfigError, MigrationError, ValidationError
 from ..core.protocol import StoreParams
 from ..core.records import Record
@@ -23,7 +22,7 @@ from ..core.vectors import as_vector
 from .copying import CopyReport, KindReport, check_batch_size, verify
 from .destination import Destination, Origin, opened, same_store
 from .progress import Progress, Silent
-from .streams import Position, batches, chosen_kinds, digest_kind, kind_count
+from .streams import Position, batches, chosen_kinds, digest_kind, every_kind_of, kind_count
 
 if TYPE_CHECKING:
     from ..core.store import Store
@@ -58,8 +57,7 @@ def reembed(source: str | Store, staging: str | Store, embed: EmbedFunction, *, 
     with ExitStack() as stack:
         src = stack.enter_context(opened(source, create=False))
         if kinds is None:
-            refuse_unregistered(src.backend, "re-embedding")
-            chosen = chosen_kinds(None)  # now with the shipped kinds the store holds (the check imports them)
+            chosen = every_kind_of(src.backend, "re-embedding")
         params = StoreParams(dimension, src.params.metric, model)
         origin = Origin("reembedding", src.backend.url.masked, f"{src.backend.url.masked} as {model}", chosen,
                         params)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core.codec import binary_fields, dumps_fields
-from ..core.declarations import import_shipped_kinds
+from ..core.declarations import import_shipped_kinds, refuse_unregistered
 from ..core.errors import MigrationError, UnsupportedCapability
 from ..core.filters import F
 from ..core.kinds import is_kind, kind_names
@@ -54,6 +54,13 @@ def chosen_kinds(kinds: Sequence[str] | None) -> tuple[str, ...]:
         raise MigrationError(f"unknown record kind(s): {', '.join(unknown)}; choose from {', '.join(kind_names())} "
                              "(an application's kind is known once its module is imported: --import MODULE)")
     return tuple(sorted(set(kinds), key=kind_key))
+
+
+def every_kind_of(backend: Backend, action: str) -> tuple[str, ...]:
+    """Every kind to carry out of `backend` (for `kinds=None`): refused if it holds a kind this process
+    does not know, after importing the ones mnemostore ships (`declarations.refuse_unregistered`)."""
+    refuse_unregistered(backend, action)
+    return kind_names()
 
 
 @dataclass(frozen=True)

@@ -227,8 +227,8 @@ def _record(fields: dict[str, Any], plain: bool) -> Record:
 
 
 _DEFAULTS: dict[str, Any] = {"tenant_id": None, "agent": None, "project_id": None, "embedding": None,
-                             "node_id": "", "sequence": 0, "parent_ids": [], "update": None}
-"""Fields `_record` leaves at their defaults unless given (parent_ids is always given: never shared)."""
+                             "node_id": "", "sequence": 0, "update": None}
+"""Fields `_record` leaves at their defaults unless given (immutable values only: the dict is shared)."""
 
 
 def write_sort_key(record: Record) -> tuple[str, str, int]:
