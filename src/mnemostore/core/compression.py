@@ -40,11 +40,15 @@ def _codecs() -> tuple[Any, Any]:
         return _local.codecs  # type: ignore[no-any-return]
 
 
-def deflate(document: bytes, threshold: int = COMPRESS_AT) -> bytes:
-    """`document` (orjson bytes) as stored: zstd-compressed if it is `threshold` bytes or larger."""
+def deflate(document: bytes, threshold: int = COMPRESS_AT, pays_at: float = 0.0) -> bytes:
+    """`document` (orjson bytes) as stored: zstd-compressed if it is `threshold` bytes or larger
+    and, given `pays_at`, if a sample of it shrinks that many times (`pays`)."""
     if len(document) < threshold:
         return document
-    return bytes(_codecs()[0].compress(document))
+    compressor = _codecs()[0]
+    if pays_at and not _pays(compressor, document, pays_at):
+        return document
+    return bytes(compressor.compress(document))
 
 
 def inflate(stored: bytes | memoryview) -> bytes:
@@ -68,11 +72,16 @@ def pack_payload(payload: bytes) -> bytes:
     """Opaque bytes as stored: a format byte, then the bytes, zstd-compressed if that pays (see above)."""
     if len(payload) >= COMPRESS_AT:
         compressor = _codecs()[0]
-        middle = len(payload) // 2
-        sample = payload[middle:middle + _SAMPLE]
-        if len(sample) >= PAYS_AT * len(compressor.compress(sample)):
+        if _pays(compressor, payload, PAYS_AT):
             return bytes((PAYLOAD_ZSTD,)) + bytes(compressor.compress(payload))
     return bytes((PAYLOAD_PLAIN,)) + payload
+
+
+def _pays(compressor: Any, data: bytes, pays_at: float) -> bool:
+    """Whether a 2 KB sample from the middle of `data` shrinks `pays_at`-fold or more (~4 us)."""
+    middle = len(data) // 2
+    sample = data[middle:middle + _SAMPLE]
+    return len(sample) >= pays_at * len(compressor.compress(sample))
 
 
 def unpack_payload(stored: bytes | memoryview) -> bytes:

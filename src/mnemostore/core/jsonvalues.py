@@ -114,8 +114,18 @@ def _may_hold_nul(data: bytes) -> bool:
 
 
 def _may_hold_nan(data: bytes, packed: bytes) -> bool:
-    """Whether a value may hold a NaN or an infinity: orjson wrote it as null, and ormsgpack as a
-    float64 (0xcb) whose sign and exponent bits start 0x7f or 0xff (an int or a length byte
-    followed by such a byte is a false alarm)."""
-    return (b"\xcb" in packed and b"null" in data
-            and (b"\xcb\x7f" in packed or b"\xcb\xff" in packed))
+    """Whether a value may hold a NaN or an infinity: ormsgpack wrote a float64 (0xcb) whose sign and
+    exponent bits start 0x7f or 0xff, and orjson a null. The first few 0xcb bytes are looked at one
+    by one (a one-byte scan is ~40x faster than a two-byte one); past them, both patterns at once."""
+    at = packed.find(b"\xcb")
+    for _ in range(_LOOKS):
+        if at < 0:
+            return False
+        if packed[at + 1:at + 2] in _RISKY_EXPONENTS:
+            return b"null" in data
+        at = packed.find(b"\xcb", at + 1)
+    return (b"\xcb\x7f" in packed or b"\xcb\xff" in packed) and b"null" in data
+
+
+_LOOKS = 16
+_RISKY_EXPONENTS = (b"\x7f", b"\xff")
