@@ -61,3 +61,19 @@ def test_a_lossy_part_deep_in_a_large_state_is_named(lossy: Any) -> None:
     with pytest.raises(ValidationError) as refused:
         dumps_json_document({"messages": messages}, "state")
     assert refused.value.errors[0][0] == "state.messages[211].meta[1]"
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite"])
+def test_a_checkpoint_changed_after_its_validation_is_written_as_it_is_now(url: str, tmp_path: Any) -> None:
+    """The state JSON a validation made is reused only by the write that follows it inside a save."""
+    import mnemostore
+    from mnemostore import Checkpoint
+
+    with mnemostore.open(f"sqlite:///{tmp_path}/s.db" if url == "sqlite" else url) as store:
+        record = Checkpoint(run_id="run", state={"step": 1, "messages": ["a"]})
+        record.state["step"] = 2
+        record.state["messages"].append("b")
+        store.checkpoints.put([record])
+        assert store.checkpoints[record.id].state == {"step": 2, "messages": ["a", "b"]}
+        saved = store.checkpoints.save("run", {"z": 1, "a": [1.5, None]}, parent=None)
+        assert store.checkpoints[saved.id].state == {"z": 1, "a": [1.5, None]}

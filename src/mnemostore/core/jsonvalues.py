@@ -107,6 +107,33 @@ def dumps_json_document(value: Any, path: str) -> bytes:
     raise ValidationError([found])
 
 
+_proven: tuple[Any, bytes] | None = None
+"""The last value a record's validator proved (`remember_proven`) and its JSON."""
+
+
+def remember_proven(value: Any, data: bytes) -> None:
+    """Keep the JSON `dumps_json_document` made of a record's `value` for the write that follows
+    its validation (`take_proven`), so the record's document does not dump it again."""
+    global _proven
+    _proven = (value, data)
+
+
+def take_proven(value: Any) -> bytes | None:
+    """The JSON remembered for this very object (identity, not equality), once; else None."""
+    global _proven
+    proven = _proven
+    if proven is None or proven[0] is not value:
+        return None
+    _proven = None
+    return proven[1]
+
+
+def forget_proven() -> None:
+    """Drop what was remembered: a record handed in by a caller may have changed since it was proven."""
+    global _proven
+    _proven = None
+
+
 def _may_hold_nul(data: bytes) -> bool:
     """Whether JSON bytes may hold a NUL (written as an escape): a one-byte scan first, as
     one byte is found ~40x faster than a longer pattern."""
