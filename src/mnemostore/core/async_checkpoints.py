@@ -53,10 +53,22 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
         """Validate a root checkpoint, then let the backend link it to its run and branch's latest
         as it writes it (`Backend.append_checkpoint`: one round trip where the backend can)."""
         record = (await self._validate_batch([fields]))[0]
-        latest = self._bind(self._run_filter(record.run_id, record.branch_id))
+        latest = self._latest_filter(record.run_id, record.branch_id)
         appended = await self._store._backend_call("append_checkpoint", record, latest, LATEST_CHECKPOINT_ORDER)
         assert isinstance(appended, Checkpoint)
         return appended
+
+    _last_filter: tuple[str, str, Expr | None] | None = None
+
+    def _latest_filter(self, run_id: str, branch: str) -> Expr | None:
+        """The bound filter of a run and branch's checkpoints, kept for the next save on the same
+        run (an agent saves one run step after step; binding costs about as much as the lookup)."""
+        last = self._last_filter
+        if last is not None and last[0] == run_id and last[1] == branch:
+            return last[2]
+        latest = self._bind(self._run_filter(run_id, branch))
+        self._last_filter = (run_id, branch, latest)
+        return latest
 
     async def _parent_refs(self, parent: Any) -> list[tuple[str, int]]:
         """(id, sequence) of the parents `parent` names: read without decoding their states."""
