@@ -1,7 +1,7 @@
 """The SQLite layout: one table per kind, projected filter columns, and row encoding.
 
 Each record is stored as its JSON document (`codec.encode_document`, zstd-compressed from
-4 KB since layout 3: `core.compression`) plus its float32 vector blob, with one column per
+4 KB since layout 3 when a sample shows it pays: `core.compression`) plus its float32 vector blob, with one column per
 `filterable` field so filters and orderings run in SQL. Since layout 4 a bytes field (a
 checkpoint's `payload`) is a BLOB column of its own (`compression.pack_payload`), not base64
 in the document: a read hands it to the caller without parsing it.
