@@ -1,15 +1,18 @@
 """Checkpoint save and load of a 50 KB state (repeated text, then varied text) vs LangGraph's
-`SqliteSaver.put` of the same state, and vs raw sqlite3 insert/select of the same JSON in WAL mode."""
+`SqliteSaver.put` of the same state, and vs raw sqlite3 insert/select of the same JSON in WAL mode.
+Each target row notes its CPU-time ratio too (this process's threads): on a shared machine the
+steadier comparison."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from case_langgraph import STATES, checkpoints, put_run, sqlite_saver
-from harness import Results, Row, at_least, median, timed_clean
+from harness import Results, Row, at_least, median, timed_both
 from rawsqlite import connect, latest_checkpoint, load_checkpoint, save_checkpoint
 
 import mnemostore
@@ -42,17 +45,18 @@ def _bench_state(results: Results, state: dict[str, Any], kind: str, n: int, rep
     rows = []
     if "saver_put" in m:
         rows += [at_least(Row(f"checkpoint save {size} x{n:,} (parent=None)", m["save"], m["saver_put"], per=n,
-                              baseline_name="SqliteSaver.put")),
+                              baseline_name="SqliteSaver.put", note=_cpu(m, "save", "saver_put"))),
                  at_least(Row(f"checkpoint save {size} x{n:,} (default parent)", m["save_latest"], m["saver_put"],
                               per=n, baseline_name="SqliteSaver.put",
-                              note="also links the run's latest checkpoint as parent per save"))]
+                              note="also links the run's latest checkpoint as parent per save; "
+                                   + _cpu(m, "save_latest", "saver_put")))]
     rows += [
         Row(f"checkpoint save {size} x{n:,} (parent=None) vs raw", m["save"], m["raw_save"], per=n,
             baseline_name="sqlite3 INSERT + commit"),
         at_least(Row(f"checkpoint load by id {size} x{n:,}", m["load"], m["raw_load"], per=n,
-                     baseline_name="sqlite3 SELECT by id")),
+                     baseline_name="sqlite3 SELECT by id", note=_cpu(m, "load", "raw_load"))),
         at_least(Row(f"checkpoint latest(run) {size} x{few:,}, run of {n:,}", m["latest"], m["raw_latest"], per=few,
-                     baseline_name="sqlite3 ORDER BY seq DESC LIMIT 1")),
+                     baseline_name="sqlite3 ORDER BY seq DESC LIMIT 1", note=_cpu(m, "latest", "raw_latest"))),
         Row(f"checkpoint apply of a small update to {size} x{n:,}", m["apply"], m["save_latest"], per=n,
             baseline_name="save of the whole state, default parent",
             note="reads the latest checkpoint, folds {step, scratch} (last, merge), keeps the update beside the state"),
@@ -65,7 +69,17 @@ def _bench_state(results: Results, state: dict[str, Any], kind: str, n: int, rep
 
 
 def _record(timings: dict[str, list[float]], key: str, fn: Callable[[], object]) -> None:
-    timings.setdefault(key, []).append(timed_clean(fn))
+    """Wall and CPU seconds of `fn`, after a full collection (the decoded 50 KB states kept alive
+    make how many full collections a run costs depend on the heap's history)."""
+    gc.collect()
+    wall, cpu = timed_both(fn)
+    timings.setdefault(key, []).append(wall)
+    timings.setdefault(f"{key}_cpu", []).append(cpu)
+
+
+def _cpu(m: dict[str, float], ours: str, theirs: str) -> str:
+    """The CPU-time ratio of two sides (their CPU seconds / ours), for a row's note."""
+    return f"CPU time {m[theirs + '_cpu'] / m[ours + '_cpu']:.2f}x"
 
 
 def _ours(timings: dict[str, list[float]], state: dict[str, Any], n: int, few: int, tmp: Path) -> None:

@@ -37,6 +37,26 @@ def test_large_documents_are_stored_compressed_and_read_back_equal(tmp_path: Pat
         assert store.checkpoints.latest("run").id == small.id  # type: ignore[union-attr]
 
 
+def test_a_document_that_would_not_shrink_enough_is_stored_plain(tmp_path: Path) -> None:
+    """Varied text shrinks ~4x, less than `PAYS_AT`: zstd would cost more than the bytes it saves."""
+    import random
+
+    rng = random.Random(7)
+    words = ["".join(rng.choice("etaoinshrdlucmfwypvbgkjqxz") for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+    varied = {"messages": [{"role": "user", "content": " ".join(rng.choice(words) for _ in range(45))}
+                           for _ in range(150)]}
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with mnemostore.open(url) as store:
+        plain = store.checkpoints.save("run", varied, parent=None)
+        repeated = store.checkpoints.save("run", STATE)
+    docs = stored_docs(tmp_path / "store.db", "mnemo_checkpoint")
+    assert len(docs[plain.id]) > COMPRESS_AT and not is_compressed(docs[plain.id])
+    assert is_compressed(docs[repeated.id])
+    with mnemostore.open(url) as store:
+        assert store.checkpoints[plain.id].state == varied
+        assert store.checkpoints[repeated.id].parent_ids == [plain.id]
+
+
 def test_reverting_layout_3_inflates_every_document_and_up_reads_both(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     url = f"sqlite:///{path}"

@@ -53,10 +53,24 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
         """Validate a root checkpoint, then let the backend link it to its run and branch's latest
         as it writes it (`Backend.append_checkpoint`: one round trip where the backend can)."""
         record = (await self._validate_batch([fields]))[0]
-        latest = self._bind(self._run_filter(record.run_id, record.branch_id))
+        latest = self._latest_filter(record.run_id, record.branch_id)
         appended = await self._store._backend_call("append_checkpoint", record, latest, LATEST_CHECKPOINT_ORDER)
         assert isinstance(appended, Checkpoint)
         return appended
+
+    _last_filter: tuple[str, str | None, Expr | None] | None = None
+
+    def _latest_filter(self, run_id: str, branch: str | None) -> Expr | None:
+        """The bound filter of a run's checkpoints (of one branch, or all), kept for the next call on
+        the same run (an agent saves and reads one run step after step; binding costs about as much
+        as the lookup)."""
+        last = self._last_filter
+        if (last is not None and last[0] == run_id and last[1] == branch and type(run_id) is str
+                and (branch is None or type(branch) is str)):  # as bound before: no look-alike
+            return last[2]
+        latest = self._bind(self._run_filter(run_id, branch))
+        self._last_filter = (run_id, branch, latest)
+        return latest
 
     async def _parent_refs(self, parent: Any) -> list[tuple[str, int]]:
         """(id, sequence) of the parents `parent` names: read without decoding their states."""
@@ -91,7 +105,9 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
 
     async def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
         """The checkpoint with the highest sequence (newest first on ties), or None."""
-        return await self.first(self._run_filter(run_id, branch), order_by=LATEST_CHECKPOINT_ORDER)
+        found = await self._store._backend_call("query", self.kind, self._store.tenant,
+                                                self._latest_filter(run_id, branch), LATEST_CHECKPOINT_ORDER, 1, True)
+        return found[0] if found else None
 
     async def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
         """Every checkpoint of a run (optionally one branch), oldest first."""

@@ -19,6 +19,7 @@ from .collection import Where, bind_where
 from .declarations import ensure_declared
 from .errors import ConfigError, SchemaMismatch, StoreClosed, UnsupportedCapability, UnsupportedFilter, ValidationError
 from .filters import Expr, walk
+from .jsonvalues import forget_proven
 from .kinds import KindRef, kinds, record_type
 from .protocol import PARAMS_KEY, Backend, Hit, StoreParams
 from .records import AntiPattern, Checkpoint, Embedding, Heuristic, Outcome, Record, utcnow
@@ -145,6 +146,7 @@ class AsyncStore:
         if isinstance(item, Record):
             if type(item) is not cls:
                 raise ValidationError.one("", f"expected a {cls.__name__}, got {type(item).__name__}")
+            forget_proven()  # its state may have changed since its validation: its document dumps it again
             record = item
         elif isinstance(item, Mapping):
             record = cls(**item)

@@ -18,6 +18,7 @@ import orjson
 
 from .base64text import from_text, to_text
 from .compression import inflate
+from .jsonvalues import take_proven
 from .kinds import record_type, scalar_type
 from .records import Record
 
@@ -70,6 +71,9 @@ def encode_document(record: Record, without: tuple[str, ...] = ()) -> bytes:
     del data["embedding"]
     for name in without:
         del data[name]
+    state = data.get("state")
+    if state is not None and (proven := take_proven(state)) is not None:
+        data["state"] = orjson.Fragment(proven)  # a checkpoint's state, dumped by its validation just before
     return dumps_fields(data)
 
 

@@ -362,14 +362,17 @@ class SQLiteBackend(Backend):
 
     def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         """Look the parent up and write the child in one write transaction, so racing saves on
-        one run and branch are serialised by SQLite's write lock and each takes the one before."""
+        one run and branch are serialised by SQLite's write lock and each takes the one before.
+        The lookup is the kind's own statement (`KindSQL.latest_parent`): `latest` and `order`
+        always select what it does, and compiling them costs more than the lookup."""
         prepared = self._written_kind("checkpoint")
-        sql, args = _values_sql(prepared.layout, record.tenant_id, latest, order, 1, ("id", "sequence"))
+        lookup = prepared.latest_parent
+        args = (tenant_key(record.tenant_id), record.run_id, record.branch_id)
         encode, insert = prepared.encode, prepared.insert
 
         def work(conn: sqlite3.Connection) -> Checkpoint:
-            linked = link_parent(record, conn.execute(sql, args).fetchone())
-            conn.execute(insert, encode(linked))
+            linked = link_parent(record, conn.execute(lookup, args).fetchone())
+            conn.execute(insert, encode(linked)).close()
             return linked
 
         return self.db.write(work)

@@ -1,7 +1,7 @@
 """The SQLite layout: one table per kind, projected filter columns, and row encoding.
 
 Each record is stored as its JSON document (`codec.encode_document`, zstd-compressed from
-4 KB since layout 3: `core.compression`) plus its float32 vector blob, with one column per
+4 KB since layout 3 when a sample shows it pays: `core.compression`) plus its float32 vector blob, with one column per
 `filterable` field so filters and orderings run in SQL. Since layout 4 a bytes field (a
 checkpoint's `payload`) is a BLOB column of its own (`compression.pack_payload`), not base64
 in the document: a read hands it to the caller without parsing it.
@@ -16,13 +16,15 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import orjson
 
 from ...core import codec
-from ...core.compression import deflate, pack_payload, unpack_payload
+from ...core.compression import PAYS_AT, deflate, pack_payload, unpack_payload
 from ...core.kinds import record_type
+from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import KINDS, Record
 
 META_TABLE = "mnemo_meta"
@@ -181,7 +183,7 @@ class Layout:
             return (data["tenant_id"] or "", *get_plain(data), *converted,
                     None if embedding is None else embedding.tobytes(),
                     dumps(metadata).decode() if metadata else None,
-                    deflate(encode_document(record, binary)),
+                    deflate(encode_document(record, binary), pays_at=PAYS_AT),
                     *(None if (value := data[name]) is None else pack_payload(value) for name in binary))
 
         return encode
@@ -197,6 +199,17 @@ class KindSQL:
     insert_new: str
     get_one: dict[bool, str]
     """SELECT of one record by tenant and id, with and without its vector."""
+
+    @cached_property
+    def latest_parent(self) -> str:
+        """SELECT of the id and sequence of a run and branch's latest checkpoint, given the tenant,
+        run_id and branch_id: `LATEST_CHECKPOINT_ORDER`, led by the run index."""
+        from .sql_filters import order_sql
+
+        layout = self.layout
+        return (f"SELECT {layout.column('id')}, {layout.column('sequence')} FROM {layout.table} "
+                f"WHERE tenant = ? AND {layout.column('run_id')} = ? AND {layout.column('branch_id')} = ? "
+                f"ORDER BY {order_sql(layout, LATEST_CHECKPOINT_ORDER)} LIMIT 1")
 
     @classmethod
     def of(cls, layout: Layout) -> KindSQL:
