@@ -69,6 +69,22 @@ class FaultClauses:
         assert_same_records(collection.all(order_by="id"), sorted(before, key=lambda r: r.id))
 
 
+    @since("1.7")
+    @requires(Capability.TRANSACTIONS)
+    @each_kind
+    def test_a_batch_keeping_created_failing_half_way_leaves_the_store_as_it_was(self, store: Store,
+                                                                                kind: str) -> None:
+        collection = store.collection(kind)
+        before = batch(kind, 4)
+        collection.put(before)
+        replacement = [r.model_copy(update={"metadata": {"replaced": True}}) for r in before[:2]]
+        doomed = [*replacement, *batch(kind, 6, start=100)]
+        with pytest.raises(Exception) as raised:
+            store.backend.put_keeping_created(kind, FailingBatch(doomed, fail_at=5))
+        assert _caused_by_fault(raised.value), f"the put failed for another reason: {raised.value!r}"
+        assert_same_records(collection.all(order_by="id"), sorted(before, key=lambda r: r.id))
+
+
 def _caused_by_fault(error: BaseException | None) -> bool:
     while error is not None:
         if isinstance(error, InjectedFault):
