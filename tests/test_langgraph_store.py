@@ -365,6 +365,26 @@ def test_a_put_replaces_the_items_vectors(store: mnemostore.Store) -> None:
     assert lg.search(("a",), query='{"text": "red"}', limit=1)[0].score == pytest.approx(1.0)
 
 
+def test_a_shard_stands_for_its_item_only_as_its_last_put_left_it(store: mnemostore.Store) -> None:
+    """A put writes without reading the item first: shards an index with fewer paths leaves behind are never
+    returned, and a shard first written by a later put reports the item's own times."""
+    several = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text", "tags[*]"]})
+    one = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text"]})
+    one.put(("a",), "k", {"text": "red", "tags": ["green", "blue"]})
+    first = one.get(("a",), "k")
+    several.put(("a",), "k", {"text": "red", "tags": ["green", "blue"]})  # shards, written after the item
+    hit = several.search(("a",), query="blue", limit=1)[0]
+    assert first is not None and hit.score == pytest.approx(1.0)
+    assert (hit.key, hit.created_at) == ("k", first.created_at)
+    one.put(("a",), "k", {"text": "sky", "tags": ["blue"]})  # its shards stay, from the earlier put
+    found = several.search(("a",), query="blue", limit=10)
+    sky = float(np.dot(*(np.asarray(v) / np.linalg.norm(v) for v in embed(["sky", "blue"]))))
+    assert [(x.key, x.value["text"], x.created_at) for x in found] == [("k", "sky", first.created_at)]
+    assert found[0].score == pytest.approx(sky, abs=1e-5)
+    several.delete(("a",), "k")
+    assert store.embeddings.count() == 0
+
+
 def test_batches_read_before_they_write(store: mnemostore.Store) -> None:
     ours, ref = MnemostoreStore(store), InMemoryStore()
     ops: list[Op] = [PutOp(("a",), "k", {"v": 1}), ListNamespacesOp(), SearchOp(("a",)), GetOp(("a",), "k"),

@@ -337,8 +337,8 @@ class Backend(ABC):
 
 
 DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "put_missing", "put_keeping_created", "query",
-                "count", "delete", "update", "get", "query_values", "append_checkpoint", "search", "tenants", "migration_lock",
-                "legacy_layout", "evolve_kind", "describe")
+                "count", "delete", "update", "get", "query_values", "append_checkpoint", "search", "tenants",
+                "migration_lock", "legacy_layout", "evolve_kind", "describe")
 """The protocol methods whose non-mnemostore errors core turns into `BackendError`, on every path
 (the facade, the migration runner, copy, export). `exists` and `open` are wrapped where core calls
 them (`core.store.open_backend`: a missing driver module names the extra there), and `run_layout`
