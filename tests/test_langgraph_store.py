@@ -504,3 +504,49 @@ def test_lazy_exports() -> None:
     assert set(package.__all__) == set(package._EXPORTS) == {"MnemostoreSaver", "MnemostoreStore"}
     assert all(getattr(package, name).__name__ == name for name in package.__all__)
 
+
+
+labels = st.text(st.characters(blacklist_characters=".\x00"), min_size=1, max_size=6) | st.sampled_from(
+    ["lone \ud800", "a" * 300])
+"""Namespace labels LangGraph itself accepts (no "." or NUL, not empty), with ones mnemostore refuses."""
+item_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**64, 2**64) | st.floats() | st.text(max_size=4)
+    | st.sampled_from(["nul\x00", "lone \ud800"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=80, deadline=None)
+@given(namespace=st.lists(labels, min_size=1, max_size=3), key=labels | st.sampled_from(["", "k\x00"]),
+       value=st.dictionaries(st.text(max_size=4) | st.just("k\x00"), item_values, max_size=3))
+def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[str], key: str,
+                                                                value: dict[str, Any]) -> None:
+    """A put's record is built without pydantic's pass from parts the store checked: validating its fields
+    gives the same record, and what validation refuses the put refuses, naming the field."""
+    from mnemostore.core.errors import ValidationError
+    from mnemostore.core.records import Embedding, utcnow
+    from mnemostore.integrations.langgraph import store_mapping
+
+    with mnemostore.open(f"memory://{uuid.uuid4().hex}") as opened:
+        lg = MnemostoreStore(opened)
+        now = utcnow()
+        try:
+            ident = store_mapping.item_id("langgraph", namespace, key)
+        except TypeError:  # a lone surrogate does not hash: the key or a label is refused before
+            ident = "langgraph:x"
+        fields = {"id": ident, "text": key, "metadata": value,
+                  "namespace": store_mapping.item_root("langgraph") + store_mapping.encode_namespace(namespace),
+                  "created_at": now, "updated_at": now}
+        try:
+            reference: Embedding | None = Embedding(**fields)
+        except ValidationError:
+            reference = None
+        try:
+            lg._plan([PutOp(tuple(namespace), key, value)])
+        except ValidationError as refused:
+            assert reference is None and refused.errors[0][0].split(".")[0].split("[")[0] in (
+                "key", "namespace", "value"), refused.errors
+            return
+        assert reference is not None
+        built, = store_mapping.records_for("langgraph", tuple(namespace), key, value, [], "", now, now)
+        assert built.__dict__ == reference.__dict__
+        assert Embedding(**built.__dict__).__dict__ == built.__dict__
