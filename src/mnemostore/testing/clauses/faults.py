@@ -72,8 +72,7 @@ class FaultClauses:
     @since("1.7")
     @requires(Capability.TRANSACTIONS)
     @each_kind
-    def test_a_batch_keeping_created_failing_half_way_leaves_the_store_as_it_was(self, store: Store,
-                                                                                kind: str) -> None:
+    def test_a_failed_batch_keeping_created_leaves_the_store_as_it_was(self, store: Store, kind: str) -> None:
         collection = store.collection(kind)
         before = batch(kind, 4)
         collection.put(before)
