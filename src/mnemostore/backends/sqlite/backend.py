@@ -315,11 +315,12 @@ class SQLiteBackend(Backend):
         records costs what `put` does; a single one is one autocommit statement when it is new."""
         prepared = self._written_kind(kind)
         if len(records) == 1:
-            row = prepared.encode(records[0])
-            if self.db.one_write(lambda conn: _changes(conn.execute(prepared.insert_new, row))):
-                return
+            rows = [prepared.encode(records[0])]
+            if not self.db.one_write(lambda conn: _changes(conn.execute(prepared.insert_new, rows[0]))):
+                self.db.write(lambda conn: _replace_keeping_created(conn, prepared, records, rows))
+            return
         rows = [prepared.encode(record) for record in records]
-        self.db.write(lambda conn: _replace_keeping_created(conn, prepared, records, rows))
+        self.db.write(lambda conn: _insert_keeping_created(conn, prepared, records, rows))
 
     def _insert(self, prepared: KindSQL, records: Sequence[Record], sql: str) -> None:
         encode = prepared.encode
@@ -520,31 +521,42 @@ def _changes(cursor: sqlite3.Cursor) -> int:
     return count
 
 
-def _replace_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Sequence[Record],
-                             rows: list[tuple[Any, ...]]) -> None:
+def _insert_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Sequence[Record],
+                            rows: list[tuple[Any, ...]]) -> None:
     """Insert the rows not stored, then replace the stored ones with their stored `created_at`. A row
     stored before this transaction has a seq up to the largest then; SQLite gives an inserted row a
     larger one (an INTEGER PRIMARY KEY takes the largest plus one)."""
-    table = prepared.layout.table
-    before = conn.execute(f"SELECT max(seq) FROM {table}").fetchone()[0]
+    before = conn.execute(f"SELECT max(seq) FROM {prepared.layout.table}").fetchone()[0]
     if before is None:
         conn.executemany(prepared.insert, rows).close()
-        return
-    if _changes(conn.executemany(prepared.insert_new, rows)) == len(rows):
-        return
+    elif _changes(conn.executemany(prepared.insert_new, rows)) != len(rows):
+        _replace_keeping_created(conn, prepared, records, None, before)
+
+
+def _replace_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Sequence[Record],
+                             rows: list[tuple[Any, ...]] | None, before: int | None = None) -> None:
+    """Replace the stored records (with a seq up to `before`, if given) with their stored `created_at`,
+    and write the others' `rows` as they are (none if `rows` is None: already inserted)."""
+    table = prepared.layout.table
     by_tenant: dict[str, list[str]] = {}
     for record in records:
         by_tenant.setdefault(tenant_key(record.tenant_id), []).append(record.id)
     created: dict[tuple[str, str], datetime] = {}
+    below = "" if before is None else f" AND seq <= {int(before)}"
     for tenant, ids in by_tenant.items():
         for start in range(0, len(ids), _IDS_A_STATEMENT):
             chunk = ids[start:start + _IDS_A_STATEMENT]
-            found = conn.execute(f"SELECT id, doc FROM {table} WHERE tenant = ? AND seq <= ? AND id IN "
-                                 f"({', '.join('?' * len(chunk))})", (tenant, before, *chunk)).fetchall()
+            found = conn.execute(f"SELECT id, doc FROM {table} WHERE tenant = ?{below} AND id IN "
+                                 f"({', '.join('?' * len(chunk))})", (tenant, *chunk)).fetchall()
             created.update(((tenant, id), codec.stored_created_at(doc)) for id, doc in found)
-    replaced = [prepared.encode(with_created(record, at)) for record in records
-                if (at := created.get((tenant_key(record.tenant_id), record.id))) is not None]
-    conn.executemany(prepared.insert, replaced).close()
+    written = []
+    for index, record in enumerate(records):
+        at = created.get((tenant_key(record.tenant_id), record.id))
+        if at is not None:
+            written.append(prepared.encode(with_created(record, at)))
+        elif rows is not None:
+            written.append(rows[index])
+    conn.executemany(prepared.insert, written).close()
 
 
 def _bump_epoch(conn: sqlite3.Connection, kind: str) -> None:
