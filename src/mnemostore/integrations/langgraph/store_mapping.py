@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -49,6 +50,12 @@ def _unescape(label: str) -> str:
 
 def encode_namespace(namespace: Sequence[str]) -> str:
     """Each label escaped and followed by "/": ("a", "b/c") -> "a/b%2Fc/"."""
+    return _encoded(namespace if type(namespace) is tuple else tuple(namespace))
+
+
+@lru_cache(maxsize=4096)
+def _encoded(namespace: tuple[str, ...]) -> str:
+    """`encode_namespace`, once per namespace: an agent writes to a few namespaces over and over."""
     return "".join(_escape(label) + "/" for label in namespace)
 
 
