@@ -59,7 +59,9 @@ def _encoded(namespace: tuple[str, ...]) -> str:
     return "".join(_escape(label) + "/" for label in namespace)
 
 
+@lru_cache(maxsize=4096)
 def decode_namespace(encoded: str) -> tuple[str, ...]:
+    """`encode_namespace` undone, once per namespace (every item a search returns decodes its own)."""
     return tuple(_unescape(label) for label in encoded.split("/")[:-1])
 
 
