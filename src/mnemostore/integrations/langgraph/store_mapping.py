@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from functools import lru_cache
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import orjson
