@@ -365,6 +365,26 @@ def test_a_put_replaces_the_items_vectors(store: mnemostore.Store) -> None:
     assert lg.search(("a",), query='{"text": "red"}', limit=1)[0].score == pytest.approx(1.0)
 
 
+def test_a_shard_stands_for_its_item_only_as_its_last_put_left_it(store: mnemostore.Store) -> None:
+    """A put writes without reading the item first: shards an index with fewer paths leaves behind are never
+    returned, and a shard first written by a later put reports the item's own times."""
+    several = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text", "tags[*]"]})
+    one = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text"]})
+    one.put(("a",), "k", {"text": "red", "tags": ["green", "blue"]})
+    first = one.get(("a",), "k")
+    several.put(("a",), "k", {"text": "red", "tags": ["green", "blue"]})  # shards, written after the item
+    hit = several.search(("a",), query="blue", limit=1)[0]
+    assert first is not None and hit.score == pytest.approx(1.0)
+    assert (hit.key, hit.created_at) == ("k", first.created_at)
+    one.put(("a",), "k", {"text": "sky", "tags": ["blue"]})  # its shards stay, from the earlier put
+    found = several.search(("a",), query="blue", limit=10)
+    sky = float(np.dot(*(np.asarray(v) / np.linalg.norm(v) for v in embed(["sky", "blue"]))))
+    assert [(x.key, x.value["text"], x.created_at) for x in found] == [("k", "sky", first.created_at)]
+    assert found[0].score == pytest.approx(sky, abs=1e-5)
+    several.delete(("a",), "k")
+    assert store.embeddings.count() == 0
+
+
 def test_batches_read_before_they_write(store: mnemostore.Store) -> None:
     ours, ref = MnemostoreStore(store), InMemoryStore()
     ops: list[Op] = [PutOp(("a",), "k", {"v": 1}), ListNamespacesOp(), SearchOp(("a",)), GetOp(("a",), "k"),
@@ -484,3 +504,49 @@ def test_lazy_exports() -> None:
     assert set(package.__all__) == set(package._EXPORTS) == {"MnemostoreSaver", "MnemostoreStore"}
     assert all(getattr(package, name).__name__ == name for name in package.__all__)
 
+
+
+labels = st.text(st.characters(blacklist_characters=".\x00"), min_size=1, max_size=6) | st.sampled_from(
+    ["lone \ud800", "a" * 300])
+"""Namespace labels LangGraph itself accepts (no "." or NUL, not empty), with ones mnemostore refuses."""
+item_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**64, 2**64) | st.floats() | st.text(max_size=4)
+    | st.sampled_from(["nul\x00", "lone \ud800"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=80, deadline=None)
+@given(namespace=st.lists(labels, min_size=1, max_size=3), key=labels | st.sampled_from(["", "k\x00"]),
+       value=st.dictionaries(st.text(max_size=4) | st.just("k\x00"), item_values, max_size=3))
+def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[str], key: str,
+                                                                value: dict[str, Any]) -> None:
+    """A put's record is built without pydantic's pass from parts the store checked: validating its fields
+    gives the same record, and what validation refuses the put refuses, naming the field."""
+    from mnemostore.core.errors import ValidationError
+    from mnemostore.core.records import Embedding, utcnow
+    from mnemostore.integrations.langgraph import store_mapping
+
+    with mnemostore.open(f"memory://{uuid.uuid4().hex}") as opened:
+        lg = MnemostoreStore(opened)
+        now = utcnow()
+        try:
+            ident = store_mapping.item_id("langgraph", namespace, key)
+        except TypeError:  # a lone surrogate does not hash: the key or a label is refused before
+            ident = "langgraph:x"
+        fields = {"id": ident, "text": key, "metadata": value,
+                  "namespace": store_mapping.item_root("langgraph") + store_mapping.encode_namespace(namespace),
+                  "created_at": now, "updated_at": now}
+        try:
+            reference: Embedding | None = Embedding(**fields)
+        except ValidationError:
+            reference = None
+        try:
+            lg._plan([PutOp(tuple(namespace), key, value)])
+        except ValidationError as refused:
+            assert reference is None and refused.errors[0][0].split(".")[0].split("[")[0] in (
+                "key", "namespace", "value"), refused.errors
+            return
+        assert reference is not None
+        built, = store_mapping.records_for("langgraph", tuple(namespace), key, value, [], "", now, now)
+        assert built.__dict__ == reference.__dict__
+        assert Embedding(**built.__dict__).__dict__ == built.__dict__

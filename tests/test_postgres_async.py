@@ -27,8 +27,8 @@ from mnemostore.testing.factories import batch, make
 
 __all__ = ["postgres_server"]
 
-HOT_CALLS = {"put", "put_missing", "get", "query", "query_values", "count", "delete", "update", "search",
-             "append_checkpoint", "read_meta", "write_meta"}
+HOT_CALLS = {"put", "put_missing", "put_keeping_created", "get", "query", "query_values", "count", "delete", "update",
+             "search", "append_checkpoint", "read_meta", "write_meta"}
 METADATA_CLAUSE = "test_nested_metadata_round_trips_with_exact_types"
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import mnemostore
 from mnemostore import F
 from mnemostore.backends.sqlite.schema import LAYOUTS
 from mnemostore.backends.sqlite.sql_filters import order_sql, where_sql
-from mnemostore.core.filters import bind
+from mnemostore.core.filters import bind, matches
 from mnemostore.core.query import parse_order
 from mnemostore.core.records import Embedding
 from mnemostore.core.store import open_backend
@@ -92,3 +93,18 @@ def test_an_id_filter_uses_the_id_index_whatever_the_order(tmp_path: Path) -> No
         ["", *params]).fetchall()
     assert any(f"USING INDEX {index} " in row[-1] or f"COVERING INDEX {index} " in row[-1] for row in plan), plan
 
+
+
+def test_text_equality_on_metadata_reads_one_json_value_and_stays_exact(tmp_path: Path) -> None:
+    """A text that cannot be an array's or object's JSON compiles to one json_extract a row (no json_type);
+    stored arrays, objects, numbers, booleans, nulls and missing keys still equal only what Python says."""
+    stored: list[Any] = ["[1]", [1], "{}", {}, "1", 1, "true", True, "", None, "a", ["a"], {"a": "a"}]
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        records = store.embeddings.put([{"metadata": {"k": value}} for value in stored] + [{"metadata": {}}])
+        for texts in (["a"], ["1"], ["true"], [""], ["[1]"], ["{}"], ["a", "[1]"], ["null"]):
+            for expr in (F.metadata["k"] == texts[0], ~(F.metadata["k"] == texts[0]), F.metadata["k"].in_(texts),
+                         F.metadata["k"].not_in(texts), F.metadata["k"].in_([*texts, None])):
+                found = {r.id for r in store.embeddings.all(where=expr)}
+                assert found == {r.id for r in records if matches(bind(expr, Embedding.filterable), r)}, expr
+        sql, _ = where_sql(LAYOUTS["embedding"], bind(F.metadata["k"] == "a", Embedding.filterable))
+        assert "json_type" not in sql and sql.count("json_extract") == 1

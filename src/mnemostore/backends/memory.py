@@ -106,6 +106,11 @@ class MemoryBackend(Backend):
         with self._data.lock:
             self._rows(kind).update(encoded)
 
+    def put_keeping_created(self, kind: str, records: Sequence[Record]) -> None:
+        """The default read and put, under the store's lock: one step."""
+        with self._data.lock:
+            super().put_keeping_created(kind, records)
+
     def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         """The default lookup and put, under the store's lock: racing saves form one chain."""
         with self._data.lock:

@@ -32,13 +32,17 @@ class AsyncCollection(Generic[R]):
         self.kind = record_cls.kind
 
     # writing ------------------------------------------------------------------
-    async def put(self, records: Iterable[R | Mapping[str, Any]], *, keep_existing: bool = False) -> list[R]:
+    async def put(self, records: Iterable[R | Mapping[str, Any]], *, keep_existing: bool = False,
+                  keep_created: bool = False) -> list[R]:
         """Insert or replace records (by id) in one batch; validates all before writing any.
 
-        With `keep_existing=True` a record whose id is already stored is left as it is."""
+        With `keep_existing=True` a record whose id is already stored is left as it is; with
+        `keep_created=True` it is replaced but keeps its stored `created_at` (the records returned
+        are those given)."""
         batch = await self._validate_batch(records)
         if batch:
-            await self._store._backend_call("put_missing" if keep_existing else "put", self.kind, batch)
+            call = "put_missing" if keep_existing else "put_keeping_created" if keep_created else "put"
+            await self._store._backend_call(call, self.kind, batch)
         return batch
 
     async def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:

@@ -97,6 +97,13 @@ def decode(kind: str, document: bytes | str, vector: bytes | None = None,
     return trusted_record(cls, data)
 
 
+def stored_created_at(document: bytes | str) -> datetime:
+    """The `created_at` a document written by `encode_document` holds, without rebuilding its record."""
+    if not isinstance(document, str) and document[:1] != b"{":
+        document = inflate(document)
+    return datetime.fromisoformat(orjson.loads(document)["created_at"])
+
+
 def fill_binary(data: dict[str, Any], binary: dict[str, Any]) -> None:
     """Put bytes fields read from their own columns into a decoded document's `data`: a value
     replaces the document's, None keeps the document's (base64 text from before the column

@@ -48,12 +48,14 @@ class Collection(Generic[R]):
         self.kind = twin.kind
 
     # writing ------------------------------------------------------------------
-    def put(self, records: Iterable[R | Mapping[str, Any]], *, keep_existing: bool = False) -> list[R]:
+    def put(self, records: Iterable[R | Mapping[str, Any]], *, keep_existing: bool = False,
+            keep_created: bool = False) -> list[R]:
         """Insert or replace records (by id) in one batch; validates all before writing any.
 
         With `keep_existing=True` a record whose id is already stored is left as it is (insert
-        or ignore: a retried write changes nothing)."""
-        return self._run(self._async.put(records, keep_existing=keep_existing))
+        or ignore: a retried write changes nothing); with `keep_created=True` it is replaced but
+        keeps its stored `created_at` (an item updated in place; the records returned are those given)."""
+        return self._run(self._async.put(records, keep_existing=keep_existing, keep_created=keep_created))
 
     def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:
         """Insert or replace one record, given as a model, a mapping or keyword fields."""

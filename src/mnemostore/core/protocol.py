@@ -12,7 +12,8 @@ import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from .vectors import Vector
 
 Metric = Literal["cosine", "dot", "l2"]
+R = TypeVar("R", bound=Record)
 
 
 class OrderKey(NamedTuple):
@@ -218,6 +220,25 @@ class Backend(ABC):
             if missing:
                 self.put(kind, missing)
 
+    def put_keeping_created(self, kind: str, records: Sequence[Record]) -> None:
+        """`put`, but a record whose (tenant_id, id) is stored keeps the stored `created_at`:
+        `put(..., keep_created=True)`, for items overwritten in place (a LangGraph store's puts).
+        The default reads the stored ones, then puts: two calls, so a record deleted or written
+        between them may get the wrong `created_at`; override with the engine's upsert (`ON
+        CONFLICT DO UPDATE` leaving `created_at`) or a read inside the write's transaction."""
+        self.put(kind, self._created_kept(kind, records))
+
+    def _created_kept(self, kind: str, records: Sequence[Record]) -> list[Record]:
+        """`records`, those stored with the stored `created_at` (read with `get`)."""
+        stored: dict[tuple[str | None, str], Any] = {}
+        by_tenant: dict[str | None, list[str]] = {}
+        for record in records:
+            by_tenant.setdefault(record.tenant_id, []).append(record.id)
+        for tenant, ids in by_tenant.items():
+            stored.update(((tenant, r.id), r.created_at) for r in self.get(kind, tenant, ids, vectors=False))
+        return [record if (created := stored.get((record.tenant_id, record.id))) is None
+                else with_created(record, created) for record in records]
+
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         """Records with these ids, in any order, missing ones left out. Override for speed."""
         return self.query(kind, tenant, F.id.in_(ids), (ID_ORDER,), None, vectors)
@@ -315,9 +336,9 @@ class Backend(ABC):
         return {}
 
 
-DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "put_missing", "query", "count", "delete",
-                "update", "get", "query_values", "append_checkpoint", "search", "tenants", "migration_lock",
-                "legacy_layout", "evolve_kind", "describe")
+DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "put_missing", "put_keeping_created", "query",
+                "count", "delete", "update", "get", "query_values", "append_checkpoint", "search", "tenants",
+                "migration_lock", "legacy_layout", "evolve_kind", "describe")
 """The protocol methods whose non-mnemostore errors core turns into `BackendError`, on every path
 (the facade, the migration runner, copy, export). `exists` and `open` are wrapped where core calls
 them (`core.store.open_backend`: a missing driver module names the extra there), and `run_layout`
@@ -378,3 +399,8 @@ def link_parent(record: Checkpoint, parent: tuple[str, int] | None) -> Checkpoin
     linked = trusted_record(type(record), data)
     assert isinstance(linked, Checkpoint)
     return linked
+
+
+def with_created(record: R, created_at: datetime) -> R:
+    """`record` with another `created_at` (a stored one, already validated), without re-validating it."""
+    return trusted_record(type(record), {**record.__dict__, "created_at": created_at})  # type: ignore[return-value]

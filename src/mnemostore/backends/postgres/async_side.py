@@ -103,6 +103,9 @@ class AsyncPostgresSide(AsyncBackend):
     async def put_missing(self, kind: str, records: Sequence[Record]) -> None:
         await self._run(plans.insert(self.backend, kind, records, keep_existing=True))
 
+    async def put_keeping_created(self, kind: str, records: Sequence[Record]) -> None:
+        await self._run(plans.insert(self.backend, kind, records, keep_existing=False, keep_created=True))
+
     async def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         return await self._run(plans.append_checkpoint(self.backend, record))
 

@@ -465,6 +465,9 @@ class PostgresBackend(Backend):
     def put_missing(self, kind: str, records: Sequence[Record]) -> None:
         self._run(plans.insert(self, kind, records, keep_existing=True))
 
+    def put_keeping_created(self, kind: str, records: Sequence[Record]) -> None:
+        self._run(plans.insert(self, kind, records, keep_existing=False, keep_created=True))
+
     def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         return self._run(plans.append_checkpoint(self, record))
 

@@ -249,10 +249,11 @@ def nearest(backend: PostgresBackend, kind_layout: KindLayout, tenant: str | Non
 
 
 # writing ---------------------------------------------------------------------------
-def insert(backend: PostgresBackend, kind: str, records: Sequence[Record], keep_existing: bool) -> Plan[None]:
+def insert(backend: PostgresBackend, kind: str, records: Sequence[Record], keep_existing: bool,
+           keep_created: bool = False) -> Plan[None]:
     """Upsert `records`, or with `keep_existing` insert only those not stored (ON CONFLICT DO
-    NOTHING): all or none of them. Under row-level security a batch is written tenant by tenant,
-    each named to the policies first."""
+    NOTHING), or with `keep_created` upsert leaving a stored row's `created_at`: all or none of
+    them. Under row-level security a batch is written tenant by tenant, each named to the policies first."""
     if not records:
         return
     kind_layout = yield from writable(backend, kind)
@@ -271,9 +272,10 @@ def insert(backend: PostgresBackend, kind: str, records: Sequence[Record], keep_
         for tenant, batch in batches.items():
             if naming:
                 yield naming[tenant]
-            yield from _copy_upsert(backend, kind_layout, batch, direct=not backend._row_security_active)
+            yield from _copy_upsert(backend, kind_layout, batch, direct=not backend._row_security_active,
+                                    keep_created=keep_created)
         return
-    statement = statements.upsert(kind_layout, keep_existing)
+    statement = statements.upsert(kind_layout, keep_existing, keep_created)
     if len(encoded) == 1 and not naming:  # one statement: atomic without BEGIN and COMMIT
         yield Run(statement, encoded[0])
         return
@@ -297,7 +299,7 @@ def _tenant_naming(backend: PostgresBackend, batches: Mapping[str | None, Any],
 
 
 def _copy_upsert(backend: PostgresBackend, kind_layout: KindLayout, batch: list[tuple[Any, ...]],
-                 direct: bool) -> Plan[None]:
+                 direct: bool, keep_created: bool = False) -> Plan[None]:
     """Binary COPY straight into the table (if `direct`: the server refuses COPY FROM into a
     table whose policies apply); if an id exists already, or not `direct`, COPY into a
     staging table and upsert from it instead (both in the plan's transaction)."""
@@ -311,7 +313,7 @@ def _copy_upsert(backend: PostgresBackend, kind_layout: KindLayout, batch: list[
             return
         except psycopg.errors.UniqueViolation:
             pass
-    create, upsert, drop = statements.staging(kind_layout)
+    create, upsert, drop = statements.staging(kind_layout, keep_created)
     yield Run(create)
     yield Copy(statements.copy_into(kind_layout, staged=True), types, batch)
     yield Run(upsert)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.filters import Expr, expression_key
 from ...core.protocol import OrderKey
-from .layout import KindLayout
+from .layout import KindLayout, offset_column
 
 if TYPE_CHECKING:
     from psycopg import sql
@@ -200,13 +200,15 @@ class Statements:
         return self.rendered(("nearest", kind_layout.kind, metric, exact, vectors, explain, condition, limit), build)
 
     # writing ---------------------------------------------------------------------------
-    def upsert(self, kind_layout: KindLayout, keep_existing: bool = False) -> bytes:
-        """`put`'s statement for one row (`put_missing`'s with `keep_existing`)."""
-        return self.rendered(("upsert", kind_layout.kind, keep_existing),
-                             lambda: self._upsert_sql(kind_layout, keep_existing=keep_existing))
+    def upsert(self, kind_layout: KindLayout, keep_existing: bool = False, keep_created: bool = False) -> bytes:
+        """`put`'s statement for one row (`put_missing`'s with `keep_existing`, `put_keeping_created`'s
+        with `keep_created`)."""
+        return self.rendered(("upsert", kind_layout.kind, keep_existing, keep_created),
+                             lambda: self._upsert_sql(kind_layout, keep_existing=keep_existing,
+                                                      keep_created=keep_created))
 
     def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None,
-                    keep_existing: bool = False) -> sql.Composed:
+                    keep_existing: bool = False, keep_created: bool = False) -> sql.Composed:
         from psycopg import sql
 
         columns = kind_layout.write_columns
@@ -216,8 +218,9 @@ class Statements:
         if keep_existing:
             return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO NOTHING").format(
                 self.table(kind_layout), names, source)
+        kept = ("tenant", "id", *(("created_at", offset_column("created_at")) if keep_created else ()))
         updates = sql.SQL(", ").join(
-            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in columns if c not in ("tenant", "id"))
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in columns if c not in kept)
         return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO UPDATE SET {}").format(
             self.table(kind_layout), names, source, updates)
 
@@ -241,7 +244,7 @@ class Statements:
 
         return self.rendered(("copy", kind_layout.kind, staged), build)
 
-    def staging(self, kind_layout: KindLayout) -> tuple[bytes, bytes, bytes]:
+    def staging(self, kind_layout: KindLayout, keep_created: bool = False) -> tuple[bytes, bytes, bytes]:
         """Create the staging table (dropped at commit), upsert from it, drop it (the transaction
         may stage another batch): the COPY path when ids may exist or the policies apply."""
         from psycopg import sql
@@ -251,11 +254,12 @@ class Statements:
             columns = sql.SQL(", ").join(sql.Identifier(c) for c in kind_layout.write_columns)
             create = sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS) ON COMMIT DROP").format(
                 stage, self.table(kind_layout))
-            upsert = self._upsert_sql(kind_layout, sql.SQL("SELECT {} FROM {}").format(columns, stage))
+            upsert = self._upsert_sql(kind_layout, sql.SQL("SELECT {} FROM {}").format(columns, stage),
+                                      keep_created=keep_created)
             drop = sql.SQL("DROP TABLE {}").format(stage)
             return create.as_bytes(None), upsert.as_bytes(None), drop.as_bytes(None)
 
-        found: tuple[bytes, bytes, bytes] = self.cached(("staging", kind_layout.kind), build)
+        found: tuple[bytes, bytes, bytes] = self.cached(("staging", kind_layout.kind, keep_created), build)
         return found
 
     @staticmethod

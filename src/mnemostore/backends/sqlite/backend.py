@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -18,7 +19,7 @@ from ...core.errors import ConfigError, SchemaMismatch, StoreClosed, StoreTooNew
 from ...core.filters import And, Cmp, Expr
 from ...core.kinds import record_type
 from ...core.private_files import create_file, make_directories
-from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
+from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent, with_created
 from ...core.records import Checkpoint, Record
 from ...core.url import StoreURL
 from ...core.vectors import Vector
@@ -308,6 +309,19 @@ class SQLiteBackend(Backend):
         prepared = self._written_kind(kind)
         self._insert(prepared, records, prepared.insert_new)
 
+    def put_keeping_created(self, kind: str, records: Sequence[Record]) -> None:
+        """Insert-or-ignore every row; then, in the same transaction, replace the rows that were
+        stored before with the stored `created_at` (read from their documents). A batch of new
+        records costs what `put` does; a single one is one autocommit statement when it is new."""
+        prepared = self._written_kind(kind)
+        if len(records) == 1:
+            rows = [prepared.encode(records[0])]
+            if not self.db.one_write(lambda conn: _changes(conn.execute(prepared.insert_new, rows[0]))):
+                self.db.write(lambda conn: _replace_keeping_created(conn, prepared, records, rows))
+            return
+        rows = [prepared.encode(record) for record in records]
+        self.db.write(lambda conn: _insert_keeping_created(conn, prepared, records, rows))
+
     def _insert(self, prepared: KindSQL, records: Sequence[Record], sql: str) -> None:
         encode = prepared.encode
         if len(records) == 1:  # one statement: atomic without a transaction around it
@@ -498,7 +512,54 @@ def _by_id_range(where: Expr | None, order: Sequence[OrderKey]) -> bool:
 
 
 _PLAIN_TYPES = (str, int, float)
+_IDS_A_STATEMENT = 500
+"""Ids bound in one `IN (...)` (SQLite's default limit on bound parameters is 32,766)."""
 """Field types whose column holds the value itself (datetimes and bools are converted)."""
+
+
+def _changes(cursor: sqlite3.Cursor) -> int:
+    """How many rows the cursor's statement changed, the cursor closed (see `Connections._transaction`)."""
+    count = cursor.rowcount
+    cursor.close()
+    return count
+
+
+def _insert_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Sequence[Record],
+                            rows: list[tuple[Any, ...]]) -> None:
+    """Insert the rows not stored, then replace the stored ones with their stored `created_at`. A row
+    stored before this transaction has a seq up to the largest then; SQLite gives an inserted row a
+    larger one (an INTEGER PRIMARY KEY takes the largest plus one)."""
+    before = conn.execute(f"SELECT max(seq) FROM {prepared.layout.table}").fetchone()[0]
+    if before is None:
+        conn.executemany(prepared.insert, rows).close()
+    elif _changes(conn.executemany(prepared.insert_new, rows)) != len(rows):
+        _replace_keeping_created(conn, prepared, records, None, before)
+
+
+def _replace_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Sequence[Record],
+                             rows: list[tuple[Any, ...]] | None, before: int | None = None) -> None:
+    """Replace the stored records (with a seq up to `before`, if given) with their stored `created_at`,
+    and write the others' `rows` as they are (none if `rows` is None: already inserted)."""
+    table = prepared.layout.table
+    by_tenant: dict[str, list[str]] = {}
+    for record in records:
+        by_tenant.setdefault(tenant_key(record.tenant_id), []).append(record.id)
+    created: dict[tuple[str, str], datetime] = {}
+    below = "" if before is None else f" AND seq <= {int(before)}"
+    for tenant, ids in by_tenant.items():
+        for start in range(0, len(ids), _IDS_A_STATEMENT):
+            chunk = ids[start:start + _IDS_A_STATEMENT]
+            found = conn.execute(f"SELECT id, doc FROM {table} WHERE tenant = ?{below} AND id IN "
+                                 f"({', '.join('?' * len(chunk))})", (tenant, *chunk)).fetchall()
+            created.update(((tenant, id), codec.stored_created_at(doc)) for id, doc in found)
+    written = []
+    for index, record in enumerate(records):
+        at = created.get((tenant_key(record.tenant_id), record.id))
+        if at is not None:
+            written.append(prepared.encode(with_created(record, at)))
+        elif rows is not None:
+            written.append(rows[index])
+    conn.executemany(prepared.insert, written).close()
 
 
 def _bump_epoch(conn: sqlite3.Connection, kind: str) -> None:

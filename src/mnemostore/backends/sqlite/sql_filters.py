@@ -240,7 +240,14 @@ def _metadata_equal(entry: _Entry, values: Sequence[Any], has_none: bool, out: C
     conditions: list[tuple[str, list[Any]]] = []
     texts = [v for v in values if type(v) is str]
     numbers = [v for v in values if type(v) in (int, float)]
-    if texts:
+    if texts and entry.by_path and not any(text[:1] in ("[", "{") for text in texts):
+        # json_extract gives a JSON string as that text, a number or boolean as a number (never equal to a text),
+        # null or a missing key as NULL (made false), and an array or object as its JSON text (starts with [ or {):
+        # for these texts the value alone decides, one JSON lookup a row instead of two
+        inner = Compiled()
+        _in_list("{value}", texts, inner)
+        conditions.append((f"coalesce({inner.sql}, 0)", inner.params))
+    elif texts:
         conditions.append(_typed_in("{type} = 'text'", texts))
     if numbers:
         conditions.append(_typed_in("{type} IN ('integer', 'real')", numbers))

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
@@ -266,14 +266,30 @@ class MnemostoreStore(BaseStore):
         k = count
         while True:
             hits = await store.embeddings.search(query, k, where=chosen.where, vectors=False)
+            owners = await self._owners(store, [hit.record.id for hit in hits])
             best: dict[str, tuple[Embedding, float]] = {}
             for hit in hits:
                 record: Embedding = hit.record  # type: ignore[assignment]
+                owner = mapping.owner_id(record.id)
+                if owner != record.id:  # a shard stands for its item as last put, if that put wrote it
+                    item = owners.get(owner)
+                    if item is None or item.updated_at != record.updated_at:
+                        continue
+                    record = item
                 if chosen.exact or chosen.keep(record):
-                    best.setdefault(mapping.owner_id(record.id), (record, hit.score))
+                    best.setdefault(owner, (record, hit.score))
             if len(best) >= count or len(hits) < k:
                 return list(best.values())[:count]
             k *= 2
+
+    async def _owners(self, store: AsyncStore, hit_ids: list[str]) -> dict[str, Embedding]:
+        """The item records of the shards among `hit_ids`, by id: the truth for the item's value and
+        times (a shard first written by a later put has a later `created_at`), and whether the shard
+        is current (it was written by the item's last put: same `updated_at`)."""
+        ids = list({mapping.owner_id(id): None for id in hit_ids if mapping.SHARD_MARK in id})
+        if not ids:
+            return {}
+        return {record.id: record for record in await store.embeddings.get_many(ids, vectors=False)}
 
     def _select(self, store: AsyncStore, roots: list[str], op: SearchOp, *, pushed: bool,
                 unvectored: bool = False) -> _Selection:
@@ -337,25 +353,39 @@ class MnemostoreStore(BaseStore):
 
     # writing ------------------------------------------------------------------------------
     async def _write(self, store: AsyncStore, plan: _Plan, documents: dict[str, list[float]]) -> None:
-        """Deletes, then puts (each one store call per chunk); a put keeps the item's `created_at`."""
-        existing = await self._records(store, list(plan.puts))
+        """Deletes, then puts, each one store call per chunk, with no read first: the store keeps a
+        replaced item's `created_at` (`keep_created`). A deleted item's shards go with it; a put's old
+        shards are deleted first only where this store's index can give an item several vectors (a
+        shard another index left behind is never returned: see `_nearest`)."""
         now = utcnow()
-        doomed = [mapping.item_id(self.scope, ns, key) for (ns, key), op in plan.puts.items() if op.value is None]
-        reindexed = [item_key for item_key, record in existing.items() if record.model]  # may have shards
+        doomed: list[ItemKey] = []
+        reindexed: list[ItemKey] = []
         records: list[Embedding] = []
-        for (ns, key), op in plan.puts.items():
-            if op.value is not None:
-                vectors = [documents[text] for text in plan.texts.get((ns, key), [])]
-                old = existing.get((ns, key))
-                records += mapping.records_for(self.scope, ns, key, dict(op.value), vectors, self._model,
-                                               old.created_at if old else now, now)
+        for item_key, op in plan.puts.items():
+            if op.value is None:
+                doomed.append(item_key)
+                continue
+            if self._may_shard(op.index):
+                reindexed.append(item_key)
+            vectors = [documents[text] for text in plan.texts.get(item_key, [])]
+            records += mapping.records_for(self.scope, *item_key, dict(op.value), vectors, self._model, now, now)
         embeddings = store.embeddings
         for start in range(0, len(reindexed), _CHUNK):
             await embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
         for start in range(0, len(doomed), _CHUNK):
-            await embeddings.delete(doomed[start:start + _CHUNK])
+            chunk = doomed[start:start + _CHUNK]
+            ids = [mapping.item_id(self.scope, ns, key) for ns, key in chunk]
+            await embeddings.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
         if records:
-            await embeddings.put(records)
+            await embeddings.put(records, keep_created=True)
+
+    def _may_shard(self, index: Literal[False] | list[str] | None) -> bool:
+        """Whether this store's puts may give an item several vectors (shards): several paths, or a
+        path that picks several texts."""
+        if self.embeddings is None:
+            return False
+        paths = [path for path, _ in self._fields] if index is None or index is False else index
+        return len(paths) > 1 or any("*" in path or "{" in path for path in paths)
 
     def __repr__(self) -> str:
         return f"<MnemostoreStore scope={self.scope!r} {self.store!r}>"

@@ -14,11 +14,13 @@ import hashlib
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import orjson
 from langgraph.store.base import Item, SearchItem
 
+from ...core.codec import trusted_record
 from ...core.errors import ConfigError, ValidationError
 from ...core.jsonvalues import check_text
 from ...core.records import Embedding
@@ -48,10 +50,18 @@ def _unescape(label: str) -> str:
 
 def encode_namespace(namespace: Sequence[str]) -> str:
     """Each label escaped and followed by "/": ("a", "b/c") -> "a/b%2Fc/"."""
+    return _encoded(namespace if type(namespace) is tuple else tuple(namespace))
+
+
+@lru_cache(maxsize=4096)
+def _encoded(namespace: tuple[str, ...]) -> str:
+    """`encode_namespace`, once per namespace: an agent writes to a few namespaces over and over."""
     return "".join(_escape(label) + "/" for label in namespace)
 
 
+@lru_cache(maxsize=4096)
 def decode_namespace(encoded: str) -> tuple[str, ...]:
+    """`encode_namespace` undone, once per namespace (every item a search returns decodes its own)."""
     return tuple(_unescape(label) for label in encoded.split("/")[:-1])
 
 
@@ -97,9 +107,16 @@ def check_namespace(scope: str, namespace: Sequence[str]) -> None:
 
 def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
                 vectors: Sequence[Any], model: str, created_at: datetime, updated_at: datetime) -> list[Embedding]:
-    """The item's record (with its first vector) and one shard per further vector."""
+    """The item's record (with its first vector) and one shard per further vector. The key, namespace
+    and value were checked (`check_key`, `check_namespace`, the value's JSON check): an item without
+    vectors is built from them as validation would build it, without pydantic's pass."""
     encoded = encode_namespace(namespace)
     ident = item_id(scope, namespace, key)
+    if not vectors:
+        return [trusted_record(Embedding, {  # type: ignore[list-item]
+            "id": ident, "tenant_id": None, "agent": None, "project_id": None, "created_at": created_at,
+            "updated_at": updated_at, "metadata": value, "embedding": None, "namespace": item_root(scope) + encoded,
+            "text": key, "model": ""})]
     common: dict[str, Any] = {"text": key, "metadata": value, "created_at": created_at, "updated_at": updated_at}
     try:
         records = [Embedding(id=ident, namespace=item_root(scope) + encoded, model=model if vectors else "",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
+
 import pytest
 
 from ...core.capabilities import Capability
@@ -65,6 +67,29 @@ class BasicClauses(SpecimenFixtures):
             assert collection.put([changed, *new], keep_existing=True) == [changed, *new]
             assert collection.count() == 5
             assert_same_records(collection.all(order_by="id"), sorted([*stored, *new], key=lambda r: r.id))
+
+    @since("1.7")
+    @each_kind_and_specimen
+    def test_put_keeping_created_replaces_records_but_their_created_at(self, store: Store, kind: str) -> None:
+        collection = store.collection(kind)
+        india = timezone(timedelta(hours=5, minutes=30))  # the stored offset is kept too, not only the instant
+        stored = [make(kind, i, created_at=datetime(2024, 6, 1, 12, i, tzinfo=india)) for i in range(3)]
+        collection.put(stored)
+        later = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+        changed = make(kind, 9, id=stored[0].id, metadata={"changed": True}, created_at=later, updated_at=later)
+        new = [make(kind, 10 + i, created_at=later, updated_at=later) for i in range(2)]
+        kept = changed.model_copy(update={"created_at": stored[0].created_at})
+        for _ in range(2):  # a retried call gives the same store
+            assert collection.put([changed, *new], keep_created=True) == [changed, *new]
+            assert collection.count() == 5
+            assert_same_records(collection.all(order_by="id"),
+                                sorted([kept, *stored[1:], *new], key=lambda r: r.id))
+        read = collection[changed.id]
+        assert read.created_at.utcoffset() == india.utcoffset(None) and read.updated_at == later
+        alone = make(kind, 9, id=stored[1].id, updated_at=later)  # one record: its own path on some engines
+        collection.put([alone], keep_created=True)
+        assert_same_records([collection.get(alone.id)],
+                            [alone.model_copy(update={"created_at": stored[1].created_at})])
 
     @each_kind
     def test_get_of_missing_ids(self, store: Store, kind: str) -> None:
