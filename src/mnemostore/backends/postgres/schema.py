@@ -256,14 +256,19 @@ def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind
                    for name in ("doc", *kind_layout.binary)]
     statements += [index_sql(names, kind_layout, fields) for fields in (("created_at", "id"), *kind_layout.indexes)]
     statements += [index_sql(names, kind_layout, (name,), present=True) for name in sorted(SCOPE_COLUMNS)]
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (names.lock_key(),))
-        if _exists(conn, names, kind_layout.table):
-            return
-        for statement in statements:
-            conn.execute(statement)
-        for policy in policies:
-            conn.execute(policy)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (names.lock_key(),))
+            if _exists(conn, names, kind_layout.table):
+                return
+            for statement in statements:
+                conn.execute(statement)
+            for policy in policies:
+                conn.execute(policy)
+    except psycopg.errors.DuplicateTable:
+        # Another connection made it while this one waited for the lock: the server may still answer
+        # `_exists` from this session's catalog cache (an advisory lock does not refresh it).
+        return
 
 
 def index_sql(names: Names, kind_layout: KindLayout, fields: Sequence[str], *, present: bool = False) -> sql.Composed:

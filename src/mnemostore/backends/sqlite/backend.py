@@ -303,11 +303,11 @@ class SQLiteBackend(Backend):
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
         prepared = self._written_kind(kind)
-        self._insert(prepared, records, prepared.insert)
+        self._insert(prepared, records, False)
 
     def put_missing(self, kind: str, records: Sequence[Record]) -> None:
         prepared = self._written_kind(kind)
-        self._insert(prepared, records, prepared.insert_new)
+        self._insert(prepared, records, True)
 
     def put_keeping_created(self, kind: str, records: Sequence[Record]) -> None:
         """Insert-or-ignore every row; then, in the same transaction, replace the rows that were
@@ -322,12 +322,15 @@ class SQLiteBackend(Backend):
         rows = [prepared.encode(record) for record in records]
         self.db.write(lambda conn: _insert_keeping_created(conn, prepared, records, rows))
 
-    def _insert(self, prepared: KindSQL, records: Sequence[Record], sql: str) -> None:
+    def _insert(self, prepared: KindSQL, records: Sequence[Record], keep_existing: bool) -> None:
         encode = prepared.encode
-        if len(records) == 1:  # one statement: atomic without a transaction around it
-            row = encode(records[0])
+        if 0 < len(records) <= schema.SMALL_BATCH:  # one statement: atomic without a transaction around it
+            sql = prepared.small_inserts.get((keep_existing, len(records))) or \
+                (prepared.insert_new if keep_existing else prepared.insert)
+            row = [value for record in records for value in encode(record)]
             self.db.one_write(lambda conn: conn.execute(sql, row).close())
             return
+        sql = prepared.insert_new if keep_existing else prepared.insert
         rows = [encode(record) for record in records]
         self.db.write(lambda conn: conn.executemany(sql, rows).close())
 

@@ -147,12 +147,12 @@ class Layout:
         without `vectors`), then the bytes fields' columns."""
         return ", ".join(["doc", "vec" if vectors else "NULL", *(quote(f) for f in self.binary)])
 
-    def insert_sql(self, keep_existing: bool = False) -> str:
-        """INSERT of a row in `row_encoder` order: replacing a stored (tenant, id), or leaving it."""
+    def insert_sql(self, keep_existing: bool = False, rows: int = 1) -> str:
+        """INSERT of `rows` rows in `row_encoder` order: replacing a stored (tenant, id), or leaving it."""
         names = ["tenant", *self._written()]
-        marks = ", ".join("?" * len(names))
+        marks = ", ".join([f"({', '.join('?' * len(names))})"] * rows)
         verb, tail = ("INSERT", " ON CONFLICT (tenant, id) DO NOTHING") if keep_existing else ("INSERT OR REPLACE", "")
-        return f"{verb} INTO {self.table} ({', '.join(names)}) VALUES ({marks}){tail}"
+        return f"{verb} INTO {self.table} ({', '.join(names)}) VALUES {marks}{tail}"
 
     def rewrite_sql(self) -> str:
         """Replace a row's content in place, keeping its `seq` (for updates)."""
@@ -199,6 +199,9 @@ class KindSQL:
     insert_new: str
     get_one: dict[bool, str]
     """SELECT of one record by tenant and id, with and without its vector."""
+    small_inserts: dict[tuple[bool, int], str]
+    """(keep_existing, rows) -> INSERT of that many rows in one statement, for batches of 2 to
+    `SMALL_BATCH`: one statement is atomic without BEGIN and COMMIT around it."""
 
     @cached_property
     def latest_parent(self) -> str:
@@ -215,8 +218,13 @@ class KindSQL:
     def of(cls, layout: Layout) -> KindSQL:
         return cls(layout, layout.row_encoder(), layout.insert_sql(), layout.insert_sql(keep_existing=True),
                    {vectors: f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE tenant = ? AND id = ?"
-                    for vectors in (True, False)})
+                    for vectors in (True, False)},
+                   {(keep, rows): layout.insert_sql(keep, rows) for keep in (False, True)
+                    for rows in range(2, SMALL_BATCH + 1)})
 
+
+SMALL_BATCH = 8
+"""Batches up to this many records are inserted by one multi-row statement (`KindSQL.small_inserts`)."""
 
 LAYOUTS: dict[str, Layout] = {kind: Layout.of(kind) for kind in KINDS}
 """The built-in kinds' layouts, which the layout history creates and migrates."""
