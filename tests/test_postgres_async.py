@@ -119,6 +119,41 @@ def test_a_put_cancelled_while_the_server_runs_it_leaves_nothing_and_its_connect
     asyncio.run(scenario())
 
 
+def test_a_call_cancelled_while_its_connection_waits_to_go_back_still_returns_it(url: str) -> None:
+    """A connection is given back without a task of its own unless the pool makes it wait (its lock
+    held): cancelled right there, the call still returns the connection once the lock is free."""
+
+    async def scenario() -> None:
+        async with await mnemostore.open_async(url) as store:
+            side = _side(store)
+            await store.heuristics.put(batch("heuristic", 1))
+            assert side.pool is not None
+            pool_lock = side.pool._lock
+            table = side.backend.statements.table(side.backend._layout("heuristic"))
+            async with await psycopg.AsyncConnection.connect(side.backend.conninfo()) as blocker:
+                await blocker.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
+                task = asyncio.create_task(store.heuristics.count())
+                await _until_waiting_on_a_lock(blocker)
+                await pool_lock.acquire()
+                try:
+                    await blocker.rollback()  # the count ends, and its connection waits for the pool's lock
+                    deadline = time.monotonic() + 20
+                    while not pool_lock._waiters and time.monotonic() < deadline:
+                        await asyncio.sleep(0.001)
+                    assert pool_lock._waiters, "the connection never waited to go back"
+                    task.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await task
+                finally:
+                    pool_lock.release()
+            for _ in range(100):
+                await asyncio.sleep(0)
+            _assert_all_back(side)
+            assert await store.heuristics.count() == 1
+
+    asyncio.run(scenario())
+
+
 async def _until_waiting_on_a_lock(conn: psycopg.AsyncConnection[Any]) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
