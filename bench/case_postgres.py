@@ -76,6 +76,41 @@ def postgres_server(tmp: Path) -> Iterator[str]:
         server.cleanup()
 
 
+def server_cpu(base_url: str) -> Callable[[], float]:
+    """A reader of the CPU seconds a local PostgreSQL has used (the postmaster, its live children and
+    those it has reaped, from /proc): with the client's `time.process_time`, where a call's time goes
+    when the server shares the machine's cores."""
+    import os
+
+    import psycopg
+
+    with psycopg.connect(base_url) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    postmaster = int(_proc_stat(int(row[0]))[1])  # the backend's parent
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = _proc_stat(int(entry.name))
+            except OSError:  # gone meanwhile
+                continue
+            if int(entry.name) == postmaster or int(fields[1]) == postmaster:
+                total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+        return total / tick
+
+    return read
+
+
+def _proc_stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name (state first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 class RawPostgres:
     """Hand-written psycopg: numpy arrays go as pgvector's binary `vector`, JSON through orjson."""
 

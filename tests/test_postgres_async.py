@@ -112,9 +112,42 @@ def test_a_put_cancelled_while_the_server_runs_it_leaves_nothing_and_its_connect
                     await task
                 await blocker.rollback()
             assert await store.heuristics.count() == 0
-            _assert_all_back(side)
+            await _assert_all_back(side)
             await store.heuristics.put(batch("heuristic", size))
             assert await store.heuristics.count() == size
+
+    asyncio.run(scenario())
+
+
+def test_a_call_cancelled_while_its_connection_waits_to_go_back_still_returns_it(url: str) -> None:
+    """A connection is given back without a task of its own unless the pool makes it wait (its lock
+    held): cancelled right there, the call still returns the connection once the lock is free."""
+
+    async def scenario() -> None:
+        async with await mnemostore.open_async(url) as store:
+            side = _side(store)
+            await store.heuristics.put(batch("heuristic", 1))
+            assert side.pool is not None
+            pool_lock = side.pool._lock
+            table = side.backend.statements.table(side.backend._layout("heuristic"))
+            async with await psycopg.AsyncConnection.connect(side.backend.conninfo()) as blocker:
+                await blocker.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
+                task = asyncio.create_task(store.heuristics.count())
+                await _until_waiting_on_a_lock(blocker)
+                await pool_lock.acquire()
+                try:
+                    await blocker.rollback()  # the count ends, and its connection waits for the pool's lock
+                    deadline = time.monotonic() + 20
+                    while not pool_lock._waiters and time.monotonic() < deadline:
+                        await asyncio.sleep(0.001)
+                    assert pool_lock._waiters, "the connection never waited to go back"
+                    task.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await task
+                finally:
+                    pool_lock.release()
+            await _assert_all_back(side)
+            assert await store.heuristics.count() == 1
 
     asyncio.run(scenario())
 
@@ -131,9 +164,16 @@ async def _until_waiting_on_a_lock(conn: psycopg.AsyncConnection[Any]) -> None:
     raise AssertionError("the put never waited on the lock")
 
 
-def _assert_all_back(side: AsyncPostgresSide) -> None:
+async def _assert_all_back(side: AsyncPostgresSide) -> None:
+    """Every connection of the async pool is in it. A call cancelled while it waited for a connection
+    the pool was opening has it returned by the pool's worker, so this waits for the worker (~ms)."""
     assert side.pool is not None
-    stats = side.pool.get_stats()
+    deadline = time.monotonic() + 5
+    while True:
+        stats = side.pool.get_stats()
+        if stats["pool_available"] == stats["pool_size"] or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.01)
     assert stats["pool_available"] == stats["pool_size"], f"a connection is still checked out: {stats}"
     assert stats.get("requests_waiting", 0) == 0, stats
 
@@ -159,7 +199,7 @@ def test_a_batch_put_cancelled_at_any_point_is_whole_or_absent(url: str) -> None
                 assert count in (0, len(records)), f"a cancelled batch left {count} of {len(records)} records"
                 counts.append(count)
                 await store.heuristics.delete(where={})
-                _assert_all_back(side)
+                await _assert_all_back(side)
         return counts
 
     counts = asyncio.run(scenario())

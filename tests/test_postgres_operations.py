@@ -146,6 +146,27 @@ def test_a_selective_scope_filter_reads_its_index_and_sorts_exactly(needles: tup
                                                    for i in np.argsort(-similarity, kind="stable")[:10]]
 
 
+def test_a_scope_filter_on_a_large_table_walks_the_graph(needles: tuple[Store, np.ndarray],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a search has read the table's row count and it reaches `SCOPE_INDEX_ROWS` (lowered here
+    to 1,000 for the 3,000-row table), the agent filter goes without the scope index's prefix, so the
+    planner walks the graph (reading a tenth of a large table by the index and sorting it cost 7x the
+    walk); the hits are still k needles whenever k match."""
+    from mnemostore.backends.postgres import row_estimates
+
+    store, matrix = needles
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    store.embeddings.search(matrix[7], k=10, where=F.agent == "needle")  # reads the row count
+    assert "mnemo_embedding_agent" in backend.explain_search("embedding", None, matrix[7], 10, F.agent == "needle")
+    monkeypatch.setattr(row_estimates, "SCOPE_INDEX_ROWS", 1_000)
+    plan = backend.explain_search("embedding", None, matrix[7], 10, F.agent == "needle")
+    assert "mnemo_embedding_hnsw" in plan and "mnemo_embedding_agent" not in plan, plan
+    hits = store.embeddings.search(matrix[20], k=10, where=F.agent == "needle")
+    assert len(hits) == 10 and hits[0].record.id == make("embedding", 20).id
+    assert all(hit.record.agent == "needle" for hit in hits)
+
+
 def test_existing_pool_is_borrowed_and_left_open(postgres_server: PostgresTestServer) -> None:
     probe = mnemostore.open(postgres_server.url())
     info = conninfo(probe)

@@ -8,6 +8,7 @@ at all), and the connection goes back to its pool even if the task is cancelled 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine, Generator
 from contextlib import nullcontext
 from time import monotonic
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -60,7 +61,39 @@ async def _connected(backend: PostgresBackend, pool: AsyncConnectionPool[Any], c
     finally:
         plan.close()
         backend._last_used[conn] = monotonic()
-        await asyncio.shield(pool.putconn(conn))
+        await _give_back(pool, conn)
+
+
+async def _give_back(pool: AsyncConnectionPool[Any], conn: AsyncConnection) -> None:
+    """`pool.putconn(conn)`, run to its end even if the task is cancelled meanwhile. It is started
+    here and handed to a shielded task only if it has to wait: it rarely does (the connection is
+    idle, the pool's lock free), and the task would cost three turns of the event loop per call."""
+    returning = pool.putconn(conn)
+    try:
+        waiting_on = returning.send(None)
+    except StopIteration:
+        return
+    await asyncio.shield(_Rest(returning, waiting_on))
+
+
+class _Rest:
+    """The rest of a coroutine suspended at `waiting_on` (what it yielded to the event loop), awaitable."""
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], waiting_on: Any) -> None:
+        self.coroutine = coroutine
+        self.waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        waiting_on, send = self.waiting_on, self.coroutine.send
+        while True:
+            try:
+                value, send = (yield waiting_on), self.coroutine.send
+            except BaseException as exc:  # thrown into the task: passed on to the coroutine
+                value, send = exc, self.coroutine.throw
+            try:
+                waiting_on = send(value)
+            except StopIteration as done:
+                return done.value
 
 
 async def _name_tenant(backend: PostgresBackend, conn: AsyncConnection, value: str) -> None:

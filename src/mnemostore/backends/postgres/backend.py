@@ -38,6 +38,7 @@ from .async_side import AsyncPostgresSide
 from .layout import KindLayout, layout
 from .migrations import HISTORY, NEWEST_LAYOUT_VERSION
 from .options import PostgresOptions
+from .row_estimates import RowEstimates
 from .statements import Statements
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ class PostgresBackend(Backend):
         self._vectors_ready: int | None = None
         self._kind_tables: set[str] = set()
         """Tables of applications' kinds seen to exist (a built-in kind's is the layout history's)."""
+        self.row_estimates = RowEstimates()
         self._row_security_active: bool | None = None
         """Whether the tenant policies apply to this role (None: not looked up yet)."""
         self._facts: dict[str, Any] = {}

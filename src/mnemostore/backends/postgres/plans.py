@@ -218,31 +218,40 @@ def explain_search(backend: PostgresBackend, kind: str, tenant: str | None, vect
 def nearest(backend: PostgresBackend, kind_layout: KindLayout, tenant: str | None, vector: Vector, k: int,
             where: Expr | None, exact: bool, vectors: bool, explain: bool = False) -> Plan[list[tuple[Any, ...]]]:
     """Rows of the nearest records (data columns, the embedding if `vectors`, the server's
-    distance); one more than k from the index. Search settings share the round trip."""
-    # A filter on agent or project_id also compares the prefix its scope index holds
-    # (sql_filters), so the planner can read the matching rows by that index and sort them
-    # (exact) instead of walking the HNSW graph and filtering as it goes. The redundant clause
-    # lowers its row estimate (10x for a 10% filter), which offsets pgvector's estimate of a
-    # filtered walk (too cheap: it leaves out the iterative scan): measured on 384-dim
-    # vectors, a 10% agent filter over 2,000 / 10,000 rows read by index 0.1 / 0.4-1.0 ms
-    # against 0.2 (a scan) / 2.3-3.7 ms (the walk); over 100,000 the planner still walks.
-    statements, options = backend.statements, backend.options
-    condition, condition_params = statements.condition(kind_layout, where)
+    distance); one more than k from the index. Search settings, and the table's row count when
+    it is due (row_estimates.py), share the round trip."""
+    # While the table is small, a filter on agent or project_id also compares the prefix its
+    # scope index holds (sql_filters), so the planner can read the matching rows by that index
+    # and sort them (exact) instead of walking the HNSW graph and filtering as it goes. The
+    # redundant clause lowers its row estimate, which offsets pgvector's estimate of a filtered
+    # walk (too cheap: it leaves out the iterative scan): measured on 384-dim vectors, a 10%
+    # agent filter over 2,000 / 10,000 rows read by index 0.1 / 0.4-1.0 ms against 0.2 (a scan)
+    # / 2.3-3.7 ms (the walk). Over 100,000 rows the index read sorts 10,000 (19 ms of server
+    # CPU against 2.7 for the walk), so large tables go without the hints.
+    statements, options, estimates = backend.statements, backend.options, backend.row_estimates
+    hinted = where is None or estimates.scope_index_pays(kind_layout.table)
+    condition, condition_params = statements.condition(kind_layout, where, hinted)
     limit = k if exact else k + 1
     statement = statements.nearest(kind_layout, backend.params.metric, exact, vectors, explain, condition, limit)
-    search = Run(statement, [vector, tenant_key(tenant), *condition_params], "all", binary=True)
+    steps = [Run(statement, [vector, tenant_key(tenant), *condition_params], "all", binary=True)]
     if exact:
-        settings: Run | None = Run("SELECT set_config('enable_indexscan', 'off', true)")
+        steps.insert(0, Run("SELECT set_config('enable_indexscan', 'off', true)"))
     else:
         ef_search = min(1000, max(options.hnsw_ef_search, k))
-        preset = backend._own_pool and ef_search == options.hnsw_ef_search  # see PostgresBackend._configure
-        settings = None if preset else Run(
-            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-            (str(ef_search), options.iterative_scan))
-    if settings is None:
-        rows: list[tuple[Any, ...]] = yield search
+        if not backend._own_pool or ef_search != options.hnsw_ef_search:  # else preset: PostgresBackend._configure
+            steps.insert(0, Run(
+                "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
+                (str(ef_search), options.iterative_scan)))
+    counting = where is not None and not exact and estimates.stale(kind_layout.table)
+    if counting:
+        steps.append(Run(statements.row_estimate(kind_layout), None, "one"))
+    if len(steps) == 1:
+        rows: list[tuple[Any, ...]] = yield steps[0]
     else:
-        rows = (yield Pipelined((settings, search)))[1]
+        found = yield Pipelined(tuple(steps), transaction=len(steps) - counting > 1)
+        rows = found[-1 - counting]
+        if counting:
+            estimates.record(kind_layout.table, None if found[-1] is None else found[-1][0])
     if not explain and rows and rows[-1][-1] is None:  # records without an embedding sort last
         rows = [row for row in rows if row[-1] is not None]
     return rows
