@@ -4,13 +4,16 @@ The backend's operations are written once as coroutines over its driver's async 
 side gives them the sync client as `Direct` (its methods as coroutines that return at once) and
 finishes them with `core.calls.run_sync`, the way the sync `Store` drives the facade's coroutines.
 `Finishing` lets the async side's writes run to their end when the awaiting task is cancelled;
-`OperationsSide` is a native side that forwards the record calls to such shared coroutines.
+`OperationsSide` is a native side that forwards the record calls to such shared coroutines, and
+`loop_write_lock` the lock its read-modify-write updates take.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .async_protocol import AsyncBackend
@@ -23,6 +26,18 @@ if TYPE_CHECKING:
     from .vectors import Vector
 
 T = TypeVar("T")
+
+_LOOP_WRITE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, asyncio.Lock]] = \
+    weakref.WeakKeyDictionary()
+_LOOP_WRITE_LOCKS_GUARD = threading.Lock()
+
+
+def loop_write_lock(store_key: Hashable) -> asyncio.Lock:
+    """The lock the native async sides of one store (`store_key`) on the running event loop write
+    under, so their updates are atomic among themselves (a sync Store's take a thread lock instead)."""
+    loop = asyncio.get_running_loop()
+    with _LOOP_WRITE_LOCKS_GUARD:
+        return _LOOP_WRITE_LOCKS.setdefault(loop, {}).setdefault(store_key, asyncio.Lock())
 
 
 class Direct:

@@ -16,7 +16,7 @@ import asyncio
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ...core.async_sides import OperationsSide
+from ...core.async_sides import OperationsSide, loop_write_lock
 from ...core.errors import BackendError
 from .connect import http_headers
 from .operations import Io, Operations
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
     from .backend import ChromaBackend
 
-_WRITE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[object, ...], asyncio.Lock]] = \
-    weakref.WeakKeyDictionary()
 _SIDES_ON_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
 
 
@@ -58,7 +56,7 @@ class ChromaAsyncSide(OperationsSide):
                                f"{backend.url.scrub(str(exc))}") from None
         self._loop = asyncio.get_running_loop()
         _SIDES_ON_LOOP[self._loop] = _SIDES_ON_LOOP.get(self._loop, 0) + 1
-        writing = _WRITE_LOCKS.setdefault(self._loop, {}).setdefault(backend.lock_key, asyncio.Lock())
+        writing = loop_write_lock(("chroma", *backend.lock_key))
         self.records = Operations(backend, Io(client=client, collection=_as_is, writing=lambda: writing,
                                               blocking=asyncio.to_thread))
 

@@ -11,11 +11,9 @@ last Store closes, so another process may open it.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import threading
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,21 +38,7 @@ class Handle:
     """Local engine only (no other process writes): collection -> the `_t` values it may hold."""
     migration_lock: ProcessLock = field(default_factory=ProcessLock)
     """In-memory stores: the migration runners' lock, as shared as the store itself."""
-    async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = field(
-        default_factory=weakref.WeakKeyDictionary)
-    """Per event loop: the writes lock of the native async sides of this location's stores on it."""
     users: int = 0
-
-
-def async_write_lock(handle: Handle) -> asyncio.Lock:
-    """The lock the native async sides of `handle`'s stores on the running event loop write under:
-    their updates are atomic among themselves (not with a sync Store's, which take `handle.lock`)."""
-    loop = asyncio.get_running_loop()
-    with _HANDLES_LOCK:
-        lock = handle.async_locks.get(loop)
-        if lock is None:
-            lock = handle.async_locks[loop] = asyncio.Lock()
-        return lock
 
 
 _HANDLES: dict[tuple[str, ...], Handle] = {}

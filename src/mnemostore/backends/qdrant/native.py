@@ -20,8 +20,8 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from ...core.async_sides import OperationsSide
-from .handles import async_write_lock, server_options
+from ...core.async_sides import OperationsSide, loop_write_lock
+from .handles import server_options
 from .operations import Io
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class QdrantAsyncSide(OperationsSide):
 
     async def open(self) -> None:
         self._client = self.connect()
-        writing = async_write_lock(self.backend.handle)
+        writing = loop_write_lock(("qdrant", self.backend.handle.location.key()))
         unlocked = contextlib.nullcontext()
         self.records = self.backend.operations_over(
             Io(client=self._client, writing=lambda: writing, reading=lambda: unlocked, blocking=self._in_thread))
