@@ -163,6 +163,47 @@ def test_records_follow_the_mapping(tmp_path: Path) -> None:
         assert store.checkpoints.count() == 0
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_saver_on_a_tenant_scoped_store_keeps_to_its_tenant(backend: str, tmp_path: Path,
+                                                               request: pytest.FixtureRequest) -> None:
+    """The saver's records skip the facade's pass only as built for the store's tenant: on a store scoped
+    to a tenant they take `put`'s validation, which stamps it, and another tenant sees none of them."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    url = (request.getfixturevalue("postgres_server").url() if backend == "postgres"
+           else f"sqlite:///{tmp_path / 's.db'}")
+    with mnemostore.open(url, tenant="acme") as store, mnemostore.open(url, tenant="other") as other:
+        saver = MnemostoreSaver(store)
+        config = saver.put({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}, empty_checkpoint(),
+                           {"source": "input", "step": -1}, {})
+        saver.put_writes(config, [("a", 1), ("b", 2), ("c", 3)], "task-1")
+        found = saver.get_tuple(config)
+        assert found is not None and found.pending_writes == [("task-1", "a", 1), ("task-1", "b", 2),
+                                                              ("task-1", "c", 3)]
+        assert {record.tenant_id for record in store.checkpoints.all()} == {"acme"}
+        assert store.checkpoints.count() == 4
+        assert other.checkpoints.count() == 0 and MnemostoreSaver(other).get_tuple(config) is None
+
+
+def test_records_put_as_built_are_validated_when_they_are_not_what_that_path_takes(tmp_path: Path) -> None:
+    """`_put_built` writes the records it can take as they are; a batch it cannot (a repeated id, another
+    tenant) gets `put`'s validation and its clear error, with nothing written."""
+    from mnemostore.core.errors import ValidationError
+    from mnemostore.core.records import Checkpoint
+
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        checkpoints = store._async.checkpoints
+        first, second = Checkpoint(id="a", run_id="r"), Checkpoint(id="b", run_id="r")
+        store._run(checkpoints._put_built([first, second], keep_existing=True))
+        assert [record.id for record in store.checkpoints.all(order_by="id")] == ["a", "b"]
+        for batch, field in (([Checkpoint(id="c", run_id="r"), Checkpoint(id="c", run_id="r")], "records[1].id"),
+                             ([Checkpoint(id="d", run_id="r", tenant_id="someone")], "records[0].tenant_id")):
+            with pytest.raises(ValidationError) as refused:
+                store._run(checkpoints._put_built(batch))
+            assert refused.value.errors[0][0] == field
+        assert store.checkpoints.count() == 2
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) -> None:
     """A checkpoint stored before writes were keyed under its id still finds them, and a

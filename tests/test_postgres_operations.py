@@ -245,6 +245,36 @@ def test_batch_with_existing_ids_upserts_through_copy(store: Store) -> None:
     assert np.array_equal(store.embeddings.get(first[0].id).embedding, matrix[0])  # type: ignore[union-attr]
 
 
+def test_a_small_batch_is_one_statement_and_a_larger_one_executemany(store: Store,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 to 8 records of distinct ids are one multi-row statement psycopg sends as it is (a raw cursor:
+    one round trip, atomic by itself); 9 go as executemany; both write what they were given."""
+    sent: list[tuple[str, str]] = []
+    for name in ("execute", "executemany"):
+        original = getattr(psycopg.Cursor, name)
+
+        def spy(self: psycopg.Cursor[Any], *args: Any, _original: Any = original, _name: str = name,
+                **kwargs: Any) -> Any:
+            sent.append((type(self).__name__, _name))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, name, spy)
+    matrix = vectors(20, 8, seed=3)
+    store.embeddings.put([make("embedding", 0, embedding=matrix[0])])  # the table, looked up once
+    sent.clear()
+    small = [make("embedding", i, embedding=matrix[i]) for i in range(1, 4)]
+    store.embeddings.put(small)
+    assert sent == [("RawCursor", "execute")]
+    sent.clear()
+    store.embeddings.put([make("embedding", i, embedding=matrix[i]) for i in range(4, 13)])
+    assert ("Cursor", "executemany") in sent and ("RawCursor", "execute") not in sent
+    changed = small[0].model_copy(update={"text": "changed"})
+    store.embeddings.put([changed, make("embedding", 13, embedding=matrix[13])], keep_existing=True)
+    assert store.embeddings.count() == 14 and store.embeddings.get(small[0].id) == small[0]
+    store.embeddings.put([changed, small[1]])
+    assert store.embeddings.get(changed.id) == changed
+
+
 def test_a_connection_the_server_closed_is_replaced_without_a_ping_per_call(
         postgres_server: PostgresTestServer) -> None:
     # pool_check_after is long: only the socket check can notice the closed connections.

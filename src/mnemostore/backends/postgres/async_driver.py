@@ -124,7 +124,7 @@ async def _steps(conn: AsyncConnection, plan: Plan[T]) -> T:
 async def _execute(conn: AsyncConnection, step: Any) -> Any:
     kind = type(step)
     if kind is Run:
-        cursor = conn.cursor(binary=step.binary)
+        cursor = _raw_cursor(conn) if step.raw else conn.cursor(binary=step.binary)
         await cursor.execute(step.statement, step.params)
         return await _result(cursor, step)
     if kind is RunMany:
@@ -149,6 +149,12 @@ async def _execute(conn: AsyncConnection, step: Any) -> Any:
                 await copy.write_row(row)
         return None
     raise TypeError(f"a plan yielded {step!r} after connecting")
+
+
+def _raw_cursor(conn: AsyncConnection) -> psycopg.AsyncCursor[Any]:
+    from psycopg import AsyncRawCursor
+
+    return AsyncRawCursor(conn)
 
 
 async def _result(cursor: psycopg.AsyncCursor[Any], step: Run | RunMany) -> Any:

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 COPY_THRESHOLD = 64
 """Batches at least this large go through binary COPY; smaller ones through executemany."""
+SMALL_BATCH = 8
+"""Batches of up to this many records (of distinct ids) are one multi-row statement: one round trip,
+no transaction around it (a LangGraph `put_writes` is 1-4 records)."""
 
 
 # preparing and connecting ------------------------------------------------------------
@@ -284,10 +287,15 @@ def insert(backend: PostgresBackend, kind: str, records: Sequence[Record], keep_
             yield from _copy_upsert(backend, kind_layout, batch, direct=not backend._row_security_active,
                                     keep_created=keep_created)
         return
-    statement = statements.upsert(kind_layout, keep_existing, keep_created)
-    if len(encoded) == 1 and not naming:  # one statement: atomic without BEGIN and COMMIT
-        yield Run(statement, encoded[0])
+    if not naming and len(encoded) <= SMALL_BATCH and len({row[:2] for row in encoded}) == len(encoded):
+        # one statement (of distinct ids: an upsert cannot touch a row twice): atomic without BEGIN and COMMIT
+        if len(encoded) == 1:
+            yield Run(statements.upsert(kind_layout, keep_existing, keep_created), encoded[0])
+        else:
+            yield Run(statements.upsert(kind_layout, keep_existing, keep_created, len(encoded)),
+                      [value for row in encoded for value in row], raw=True)
         return
+    statement = statements.upsert(kind_layout, keep_existing, keep_created)
     steps: list[Run | RunMany] = []  # BEGIN, the upserts and COMMIT in one round trip
     for tenant, batch in batches.items():
         if naming:

@@ -211,21 +211,32 @@ class Statements:
         return self.rendered(("nearest", kind_layout.kind, metric, exact, vectors, explain, condition, limit), build)
 
     # writing ---------------------------------------------------------------------------
-    def upsert(self, kind_layout: KindLayout, keep_existing: bool = False, keep_created: bool = False) -> bytes:
-        """`put`'s statement for one row (`put_missing`'s with `keep_existing`, `put_keeping_created`'s
-        with `keep_created`)."""
-        return self.rendered(("upsert", kind_layout.kind, keep_existing, keep_created),
-                             lambda: self._upsert_sql(kind_layout, keep_existing=keep_existing,
-                                                      keep_created=keep_created))
+    def upsert(self, kind_layout: KindLayout, keep_existing: bool = False, keep_created: bool = False,
+               rows: int = 1) -> bytes:
+        """`put`'s statement for `rows` rows of distinct ids (`put_missing`'s with `keep_existing`,
+        `put_keeping_created`'s with `keep_created`): one statement is atomic without BEGIN and COMMIT.
+        Several rows take `$n` placeholders, for `Run(raw=True)`."""
+        from psycopg import sql
 
-    def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable | None = None,
+        def build() -> sql.Composable:
+            width = len(kind_layout.write_columns)
+            if rows == 1:
+                row = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() * width))
+            else:  # $n placeholders: a `Run(raw=True)` (psycopg parses a %s statement this long on every call)
+                row = sql.SQL(", ").join(
+                    sql.SQL("({})").format(sql.SQL(", ").join(sql.SQL(f"${first + n}") for n in range(width)))
+                    for first in range(1, rows * width, width))
+            source = sql.SQL("VALUES {}").format(row)
+            return self._upsert_sql(kind_layout, source, keep_existing=keep_existing, keep_created=keep_created)
+
+        return self.rendered(("upsert", kind_layout.kind, keep_existing, keep_created, rows), build)
+
+    def _upsert_sql(self, kind_layout: KindLayout, source: sql.Composable,
                     keep_existing: bool = False, keep_created: bool = False) -> sql.Composed:
         from psycopg import sql
 
         columns = kind_layout.write_columns
         names = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
-        if source is None:
-            source = sql.SQL("VALUES ({})").format(sql.SQL(", ").join(sql.Placeholder() * len(columns)))
         if keep_existing:
             return sql.SQL("INSERT INTO {} ({}) {} ON CONFLICT (tenant, id) DO NOTHING").format(
                 self.table(kind_layout), names, source)

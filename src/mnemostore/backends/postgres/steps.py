@@ -46,6 +46,9 @@ class Run:
     params: Sequence[Any] | None = None
     result: Result = "none"
     binary: bool = False
+    raw: bool = False
+    """`statement` has `$1`-style placeholders: sent as it is (psycopg's raw cursor, text results), where
+    psycopg would parse a `%s` statement of over 50 parameters again on every call (~65 us at 57)."""
 
 
 @dataclass(frozen=True, slots=True)

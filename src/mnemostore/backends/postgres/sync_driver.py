@@ -80,7 +80,7 @@ def _steps(conn: Connection, plan: Plan[T]) -> T:
 def _execute(conn: Connection, step: Any) -> Any:
     kind = type(step)
     if kind is Run:
-        cursor = conn.cursor(binary=step.binary)
+        cursor = _raw_cursor(conn) if step.raw else conn.cursor(binary=step.binary)
         cursor.execute(step.statement, step.params)
         return _result(cursor, step)
     if kind is RunMany:
@@ -105,6 +105,12 @@ def _execute(conn: Connection, step: Any) -> Any:
                 copy.write_row(row)
         return None
     raise TypeError(f"a plan yielded {step!r} after connecting")
+
+
+def _raw_cursor(conn: Connection) -> psycopg.Cursor[Any]:
+    from psycopg import RawCursor
+
+    return RawCursor(conn)
 
 
 def _result(cursor: psycopg.Cursor[Any], step: Run | RunMany) -> Any:

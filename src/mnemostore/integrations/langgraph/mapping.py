@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, cast
 
 import orjson
@@ -57,7 +58,13 @@ def _digest(*parts: str) -> str:
 
 def checkpoint_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
     """Deterministic, collision-free across threads, and ordered like `checkpoint_id` within a namespace."""
-    return f"lg.{_digest(thread_id, checkpoint_ns)}.{checkpoint_id}"
+    return _namespace_prefix(thread_id, checkpoint_ns) + checkpoint_id
+
+
+@lru_cache(maxsize=1024)
+def _namespace_prefix(thread_id: str, checkpoint_ns: str) -> str:
+    """`lg.<digest of thread and namespace>.`: every call of a step names the same thread (a hash saved)."""
+    return f"lg.{_digest(thread_id, checkpoint_ns)}."
 
 
 def namespace_range(thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
@@ -182,19 +189,20 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
     owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
     now = utcnow()
     plain = plain and 0 < len(thread_id) <= MAX_ID and len(owner) + len(WRITES_INFIX) + 32 <= MAX_ID
+    common = {**_DEFAULTS, "run_id": thread_id, "branch_id": WRITES_BRANCH, "node_id": owner,
+              "created_at": now, "updated_at": now}
     records: list[Record] = []
     for idx, channel, value in writes:
         value_type, value_bytes = serde.dumps_typed(value)
-        fields: dict[str, Any] = {
-            "id": _write_id(owner, task_id, idx), "run_id": thread_id,
-            "branch_id": WRITES_BRANCH, "node_id": owner, "parent_ids": [owner],
-            "state": {"format": FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
-                      "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel,
-                      "type": value_type},
-            "payload": value_bytes, "created_at": now, "updated_at": now, "metadata": {},
-        }
-        records.append(_record(fields, plain and type(idx) is int and -2**63 <= idx < 2**63
-                               and _plain_value(value_type, value_bytes)))
+        state = {"format": FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
+                 "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel, "type": value_type}
+        fields: dict[str, Any] = {**common, "id": _write_id(owner, task_id, idx), "parent_ids": [owner],
+                                  "state": state, "payload": value_bytes, "metadata": {}}
+        if plain and type(idx) is int and -2**63 <= idx < 2**63 and _plain_value(value_type, value_bytes):
+            fields["state_hash"] = hash_exact_state(state)  # all fields made here (see `_record`)
+            records.append(cast(Record, trusted_record(Record, fields)))
+        else:
+            records.append(Record(**fields))
     return records
 
 
@@ -213,7 +221,12 @@ def _checked_texts(texts: dict[str, Any]) -> bool:
 
 
 def _plain_value(value_type: Any, value_bytes: Any) -> bool:
-    return type(value_type) is str and check_text(value_type) is None and type(value_bytes) is bytes
+    return (type(value_bytes) is bytes and type(value_type) is str
+            and (value_type in _SERDE_TYPES or check_text(value_type) is None))
+
+
+_SERDE_TYPES = frozenset({"msgpack", "json", "bytes", "bytearray", "null", "pickle"})
+"""Type names LangGraph's serializers write: texts already checked."""
 
 
 def _record(fields: dict[str, Any], plain: bool) -> Record:

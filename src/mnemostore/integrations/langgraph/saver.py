@@ -240,7 +240,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         record = mapping.checkpoint_record(
             self.serde, thread_id, ns, conf.get("checkpoint_id"), dict(checkpoint),
             dict(get_serializable_checkpoint_metadata(config, metadata)))
-        await store.checkpoints.put([record])
+        await store.checkpoints._put_built([record])
         return mapping.config_for(thread_id, ns, checkpoint["id"])
 
     async def _put_writes(self, store: AsyncStore, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
@@ -260,13 +260,13 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 if legacy:
                     regular[mapping.legacy_write_record_id(thread_id, ns, checkpoint_id, task_id, idx)] = record.id
         if records and not legacy and len(regular) == len(records):  # insert-or-ignore: one write, no read
-            await store.checkpoints.put(records.values(), keep_existing=True)
+            await store.checkpoints._put_built(list(records.values()), keep_existing=True)
             return
         if regular:
             for existing in await store.checkpoints.get_many(sorted(regular), vectors=False):
                 records.pop(regular[existing.id], None)
         if records:
-            await store.checkpoints.put(records.values())
+            await store.checkpoints._put_built(list(records.values()))
 
     async def _has_legacy_writes(self, store: AsyncStore) -> bool:
         """Whether the store holds writes of format 1 (hashed ids, `legacy_write_record_id`), which a
