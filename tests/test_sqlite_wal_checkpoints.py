@@ -71,6 +71,31 @@ def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
     assert biggest < 256 * KB + 64 * KB
 
 
+def test_a_reset_wal_is_reused_in_place_and_its_frames_still_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite resets the WAL after the writers' checkpoints without truncating the file (writing it
+    anew cost more CPU than the commits), so its size stays while `wal_bytes`, read from the WAL-index
+    header, drops back: the writers still see each reset and keep the WAL bounded."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 256 * KB)
+    db = tmp_path / "store.db"
+    sizes: list[int] = []
+    counted: list[int] = []
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        for batch in range(120):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            sizes.append(wal_size(db))
+            frames = wal_checkpoints.wal_bytes(f"{db}-shm")
+            assert frames is not None and frames <= sizes[-1]
+            counted.append(frames)
+    assert sizes == sorted(sizes)  # never truncated
+    assert max(sizes) < 256 * KB + 64 * KB
+    resets = sum(1 for before, after in zip(counted, counted[1:]) if after < before)
+    assert resets >= 3  # 120 batches of ~8 KB went through a 256 KB WAL several times
+    assert wal_checkpoints.wal_bytes(str(tmp_path / "missing-shm")) is None
+
+
 _WRITER = """
 import sys
 import mnemostore
