@@ -3,6 +3,7 @@ process killed while a checkpoint runs leaves a whole store."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sqlite3
@@ -91,7 +92,7 @@ def test_a_reset_wal_is_reused_in_place_and_its_frames_still_counted(
             counted.append(frames)
     assert sizes == sorted(sizes)  # never truncated
     assert max(sizes) < 256 * KB + 64 * KB
-    resets = sum(1 for before, after in zip(counted, counted[1:]) if after < before)
+    resets = sum(1 for before, after in itertools.pairwise(counted) if after < before)
     assert resets >= 3  # 120 batches of ~8 KB went through a 256 KB WAL several times
     assert wal_checkpoints.wal_bytes(str(tmp_path / "missing-shm")) is None
 

@@ -48,7 +48,7 @@ def wal_bytes(shm: str) -> int | None:
     except OSError:
         return None
     try:
-        header = os.pread(fd, _HEADER, 0)
+        header = os.read(fd, _HEADER)  # a new descriptor reads from the start
     except OSError:
         return None
     finally:
