@@ -54,14 +54,17 @@ def test_the_thread_copies_the_wal_into_the_database_beside_the_writers(
         assert store.outcomes.count() == 600
 
 
-@pytest.mark.parametrize("thread", ["running", "stalled"])
+@pytest.mark.parametrize("thread", ["running", "stalled", "no shared memory read"])
 def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str) -> None:
     """Past LIMIT a writer checkpoints itself with the process's writers held back, so SQLite resets
-    the WAL: it never grows past LIMIT and a commit, whether the thread runs beside them or not."""
+    the WAL: it never grows past LIMIT and a commit, whether the thread runs beside them or not, and
+    also when the WAL-index header cannot be read (the WAL file's size stands in for its frames)."""
     monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
     monkeypatch.setattr(wal_checkpoints, "LIMIT", 256 * KB)
     if thread == "stalled":
         monkeypatch.setattr(wal_checkpoints.WalCheckpoints, "_start", lambda self: None)
+    if thread == "no shared memory read":
+        monkeypatch.setattr(wal_checkpoints, "wal_bytes", lambda shm: None)
     db = tmp_path / "store.db"
     biggest = 0
     with mnemostore.open(f"sqlite:///{db}") as store:

@@ -78,8 +78,11 @@ class WalCheckpoints:
     def after_commit(self) -> bool:
         """Called by a writer after its commit: whether it must checkpoint itself (the WAL is past `LIMIT`)."""
         size = wal_bytes(self._shm)
-        if size is None:
-            return False
+        if size is None:  # no shared-memory file to read: the WAL file's size bounds its frames from above
+            try:
+                size = os.stat(self._wal).st_size
+            except OSError:
+                return False
         if size < self._size:  # reset by SQLite: everything before was copied
             self._due = START
         self._size = size
