@@ -3,6 +3,7 @@ process killed while a checkpoint runs leaves a whole store."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sqlite3
@@ -53,14 +54,17 @@ def test_the_thread_copies_the_wal_into_the_database_beside_the_writers(
         assert store.outcomes.count() == 600
 
 
-@pytest.mark.parametrize("thread", ["running", "stalled"])
+@pytest.mark.parametrize("thread", ["running", "stalled", "no shared memory read"])
 def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str) -> None:
     """Past LIMIT a writer checkpoints itself with the process's writers held back, so SQLite resets
-    the WAL: it never grows past LIMIT and a commit, whether the thread runs beside them or not."""
+    the WAL: it never grows past LIMIT and a commit, whether the thread runs beside them or not, and
+    also when the WAL-index header cannot be read (the WAL file's size stands in for its frames)."""
     monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
     monkeypatch.setattr(wal_checkpoints, "LIMIT", 256 * KB)
     if thread == "stalled":
         monkeypatch.setattr(wal_checkpoints.WalCheckpoints, "_start", lambda self: None)
+    if thread == "no shared memory read":
+        monkeypatch.setattr(wal_checkpoints, "wal_bytes", lambda shm: None)
     db = tmp_path / "store.db"
     biggest = 0
     with mnemostore.open(f"sqlite:///{db}") as store:
@@ -69,6 +73,31 @@ def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
                                  "id": f"{batch}-{i}"} for i in range(4)])
             biggest = max(biggest, wal_size(db))
     assert biggest < 256 * KB + 64 * KB
+
+
+def test_a_reset_wal_is_reused_in_place_and_its_frames_still_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite resets the WAL after the writers' checkpoints without truncating the file (writing it
+    anew cost more CPU than the commits), so its size stays while `wal_bytes`, read from the WAL-index
+    header, drops back: the writers still see each reset and keep the WAL bounded."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 256 * KB)
+    db = tmp_path / "store.db"
+    sizes: list[int] = []
+    counted: list[int] = []
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        for batch in range(120):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            sizes.append(wal_size(db))
+            frames = wal_checkpoints.wal_bytes(f"{db}-shm")
+            assert frames is not None and frames <= sizes[-1]
+            counted.append(frames)
+    assert sizes == sorted(sizes)  # never truncated
+    assert max(sizes) < 256 * KB + 64 * KB
+    resets = sum(1 for before, after in itertools.pairwise(counted) if after < before)
+    assert resets >= 3  # 120 batches of ~8 KB went through a 256 KB WAL several times
+    assert wal_checkpoints.wal_bytes(str(tmp_path / "missing-shm")) is None
 
 
 _WRITER = """

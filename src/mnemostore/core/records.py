@@ -292,7 +292,7 @@ class Checkpoint(Record):
         data = dumps_json_document(self.state, "state")
         remember_proven(self.state, data)
         if not self.state_hash:
-            object.__setattr__(self, "state_hash", hashlib.sha256(data).hexdigest())
+            object.__setattr__(self, "state_hash", state_digest(data))
         return self
 
     @model_validator(mode="after")
@@ -310,14 +310,20 @@ class Checkpoint(Record):
 
 
 def hash_state(state: dict[str, Any]) -> str:
-    """SHA-256 of the state's canonical JSON (sorted keys: equal states hash equally)."""
-    return hashlib.sha256(dumps_json_document(state, "state")).hexdigest()
+    """The `state_hash` of a state, proven lossless JSON first."""
+    return state_digest(dumps_json_document(state, "state"))
 
 
 def hash_exact_state(state: dict[str, Any]) -> str:
     """`hash_state` of a state its caller built of checked text, ints and None only: the same bytes
     without the proof that they read back equal (a walk that costs more than the hash)."""
-    return hashlib.sha256(orjson.dumps(state, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return state_digest(orjson.dumps(state, option=orjson.OPT_SORT_KEYS))
+
+
+def state_digest(canonical_json: bytes) -> str:
+    """A `state_hash`: SHA-256 (hex) of the state's canonical JSON (sorted keys, so equal states hash
+    equally). Stored and filterable: another algorithm needs a migration rehashing stored checkpoints."""
+    return hashlib.sha256(canonical_json).hexdigest()
 
 
 class Embedding(Record):
