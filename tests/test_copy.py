@@ -218,6 +218,7 @@ def test_report_numbers() -> None:
     assert isinstance(report, CopyReport) and report.seconds > 0
     data = report.to_json()
     assert data["copied"] == data["count"] == report.count
-    for kind, entry in data["kinds"].items():
-        assert entry["records_per_second"] > 0 and len(entry["checksum"]) == 64, kind
+    assert any(entry["copied"] for entry in data["kinds"].values())
+    for kind, entry in data["kinds"].items():  # a kind another test made known may hold nothing here
+        assert (entry["records_per_second"] > 0) == (entry["copied"] > 0) and len(entry["checksum"]) == 64, kind
     assert mnemostore.copy is copy
