@@ -567,7 +567,7 @@ def test_pending_writes_are_what_langgraphs_savers_give(backend: str, calls: lis
     """Any sequence of `put_writes` calls (retries, special channels, a task writing more than once,
     some stored by format 3 before an upgrade) reads back, after each call, as LangGraph's InMemorySaver
     gives it, and in SqliteSaver's order and values while no call mixes special and regular channels
-    (where SqliteSaver keeps the whole call if one of its writes is stored)."""
+    (where SqliteSaver keeps the whole call if one of its writes is stored); and so does a copy of the thread."""
     import sqlite3
     import tempfile
 
@@ -602,3 +602,5 @@ def test_pending_writes_are_what_langgraphs_savers_give(backend: str, calls: lis
                 assert found[0] == found[2]
             assert ours.get_tuple({"configurable": {"thread_id": "t"}}).pending_writes == found[0]
             assert next(iter(ours.list(None))).pending_writes == found[0]
+        ours.copy_thread("t", "copy")  # the copy's records keep their written order
+        assert ours.get_tuple({"configurable": {"thread_id": "copy"}}).pending_writes == found[0]
