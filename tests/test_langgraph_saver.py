@@ -560,7 +560,7 @@ _calls = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(["", 
                   min_size=1, max_size=6)
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "file"])
 @settings(max_examples=40, deadline=None)
 @given(calls=_calls)
 def test_pending_writes_are_what_langgraphs_savers_give(backend: str, calls: list[Any]) -> None:
@@ -580,7 +580,8 @@ def test_pending_writes_are_what_langgraphs_savers_give(backend: str, calls: lis
         if backend == "memory":
             url = f"memory://{uuid.uuid4().hex}"
         else:
-            url = f"sqlite:///{stack.enter_context(tempfile.TemporaryDirectory())}/s.db"
+            directory = stack.enter_context(tempfile.TemporaryDirectory())
+            url = f"sqlite:///{directory}/s.db" if backend == "sqlite" else f"file://{directory}/s"
         ours = MnemostoreSaver(stack.enter_context(mnemostore.open(url)))
         sqlite_saver = SqliteSaver(stack.enter_context(contextlib.closing(
             sqlite3.connect(":memory:", check_same_thread=False))))
