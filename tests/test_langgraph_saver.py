@@ -605,3 +605,29 @@ def test_pending_writes_are_what_langgraphs_savers_give(backend: str, calls: lis
             assert next(iter(ours.list(None))).pending_writes == found[0]
         ours.copy_thread("t", "copy")  # the copy's records keep their written order
         assert ours.get_tuple({"configurable": {"thread_id": "copy"}}).pending_writes == found[0]
+
+
+def test_values_a_serializer_gives_as_other_bytes_like_types_read_back() -> None:
+    """A serializer may return a bytes subclass, a bytearray or a memoryview: each value of a call is
+    kept whole beside the others (its size is that of the bytes stored)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    class Subclass(bytes):
+        pass
+
+    class Serde(JsonPlusSerializer):
+        def dumps_typed(self, obj: Any) -> tuple[str, Any]:
+            kind, data = super().dumps_typed(obj)
+            wrap: dict[Any, Callable[[bytes], Any]] = {"sub": Subclass, "view": memoryview, "array": bytearray}
+            return kind, (wrap.get(obj, bytes) if type(obj) is str else bytes)(data)
+
+    with mnemostore.open(f"memory://{uuid.uuid4().hex}") as store:
+        saver = MnemostoreSaver(store, serde=Serde())
+        config = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(),
+                           {"source": "loop", "step": 0}, {})
+        saver.put_writes(config, [("a", "sub"), ("b", "view"), ("c", "array"), ("d", 1)], "task")
+        found = saver.get_tuple(config)
+        assert found is not None
+        assert found.pending_writes == [("task", "a", "sub"), ("task", "b", "view"), ("task", "c", "array"),
+                                        ("task", "d", 1)]

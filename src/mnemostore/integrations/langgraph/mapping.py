@@ -194,7 +194,7 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
         group_plain = plain
         for idx, channel, value in group:
             value_type, value_bytes = serde.dumps_typed(value)
-            if isinstance(value_bytes, (bytearray, memoryview)):
+            if type(value_bytes) is not bytes and isinstance(value_bytes, (bytes, bytearray, memoryview)):
                 value_bytes = bytes(value_bytes)  # as `Record(...)` would keep it
             group_plain = (group_plain and type(idx) is int and -2**63 <= idx < 2**63
                            and _plain_value(value_type, value_bytes))
