@@ -181,7 +181,7 @@ def test_a_saver_on_a_tenant_scoped_store_keeps_to_its_tenant(backend: str, tmp_
         assert found is not None and found.pending_writes == [("task-1", "a", 1), ("task-1", "b", 2),
                                                               ("task-1", "c", 3)]
         assert {record.tenant_id for record in store.checkpoints.all()} == {"acme"}
-        assert store.checkpoints.count() == 4
+        assert store.checkpoints.count() == 2  # the checkpoint, and one record for the call's three writes
         assert other.checkpoints.count() == 0 and MnemostoreSaver(other).get_tuple(config) is None
 
 
@@ -207,7 +207,7 @@ def test_records_put_as_built_are_validated_when_they_are_not_what_that_path_tak
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) -> None:
     """A checkpoint stored before writes were keyed under its id still finds them, and a
-    retried write is not stored a second time under the new key."""
+    retried write stored again under the new key is read as the first one it was."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     from mnemostore.integrations.langgraph import mapping
@@ -222,20 +222,23 @@ def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) ->
         store.checkpoints.put([owner.model_copy(update={"state": {**owner.state, "format": 1}})])
         legacy, = mapping.write_records(saver.serde, "t", "", checkpoint["id"], "task", "", [(0, "ch", "old")])
         legacy_id = mapping.legacy_write_record_id("t", "", checkpoint["id"], "task", 0)
-        store.checkpoints.put([legacy.model_copy(update={"id": legacy_id})])
+        store.checkpoints.put([as_format_2(legacy).model_copy(update={"id": legacy_id})])
 
         saver.put_writes(config, [("ch", "retried")], "task")  # a regular write already stored: kept
 
         found = saver.get_tuple(config)
         assert found is not None and found.pending_writes == [("task", "ch", "old")]
-        assert store.checkpoints.count({"branch_id": mapping.WRITES_BRANCH}) == 1
+        assert [t.pending_writes for t in saver.list(None)] == [[("task", "ch", "old")]]
 
 
 def as_format_2(record: Any) -> Any:
-    """A format-3 record as format 2 stored it: values as [type, base64] in `state`, no payload."""
+    """A format-3 record (or a format-4 write record of one write) as format 2 stored it: values as
+    [type, base64] in `state`, no payload."""
     from mnemostore.core.base64text import to_text
 
     state = dict(record.state)
+    if "writes" in state:
+        [[state["idx"], state["channel"], state["type"], _]] = state.pop("writes")
     state["format"] = 2
     state["value" if "channel" in state else "checkpoint"] = [state.pop("type"), to_text(record.payload)]
     return record.model_copy(update={"state": state, "payload": None})
@@ -244,7 +247,7 @@ def as_format_2(record: Any) -> Any:
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_format_2_records_read_back_beside_format_3(backend: str, tmp_path: Path) -> None:
     """Checkpoints and writes stored by format 2 (values as base64 in `state`) give the same tuples
-    as format 3's payloads, by id, latest and list (metadata filter included), in one thread."""
+    as format 3's payloads (and format 4's writes), by id, latest and list (metadata filter included)."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     from mnemostore.integrations.langgraph import mapping
@@ -260,7 +263,9 @@ def test_format_2_records_read_back_beside_format_3(backend: str, tmp_path: Path
             config = saver.put(config, checkpoint, {"source": "loop", "step": step, "raw": b"\xff"}, {})
             saver.put_writes(config, [("ch", {"n": step, "raw": b"\x00"})], f"task-{step}")
         stored = store.checkpoints.all(order_by="id")
-        assert all(r.payload is not None and r.state["format"] == mapping.FORMAT == 3 for r in stored)
+        assert all(r.payload is not None and r.state["format"] == (
+            mapping.WRITES_FORMAT if r.branch_id == mapping.WRITES_BRANCH else mapping.FORMAT) for r in stored)
+        assert (mapping.FORMAT, mapping.WRITES_FORMAT) == (3, 4)
         assert all(len(str(r.state)) < 400 for r in stored)  # the serialized values are not in the state
         before = list(saver.list(None))
         latest = saver.get_tuple({"configurable": {"thread_id": "t"}})
@@ -443,12 +448,15 @@ texts = st.text(max_size=12) | st.sampled_from(["", "a" * 520, "nul\x00", "lone 
 
 
 @settings(max_examples=60, deadline=None)
-@given(thread_id=texts, ns=texts, checkpoint_id=texts, task_id=texts, task_path=texts, channel=texts,
-       idx=st.integers(-3, 3) | st.just(2**63))
+@given(thread_id=texts, ns=texts, checkpoint_id=texts, task_id=texts, task_path=texts,
+       writes=st.lists(st.tuples(st.integers(-3, 3) | st.just(2**63), texts, st.sampled_from([{"v": 1}, b"", "x"])),
+                       min_size=1, max_size=3))
 def test_write_records_equal_what_validation_builds_or_fail_as_it_does(
-        thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str, channel: str, idx: int) -> None:
-    """`write_records` skips pydantic's pass for inputs it checked itself: its records must equal
-    `Record(...)`'s field for field, and inputs `Record(...)` refuses must be refused too."""
+        thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str,
+        writes: list[tuple[int, str, Any]]) -> None:
+    """`write_records` skips pydantic's pass for inputs it checked itself: its records (one for the
+    regular writes, one for the special ones) must equal `Record(...)`'s field for field, and inputs
+    `Record(...)` refuses must be refused too."""
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
     from mnemostore.core.errors import ValidationError
@@ -458,31 +466,39 @@ def test_write_records_equal_what_validation_builds_or_fail_as_it_does(
 
     serde = JsonPlusSerializer()
     try:
-        built, = mapping.write_records(serde, thread_id, ns, checkpoint_id, task_id, task_path,
-                                       [(idx, channel, {"v": 1})])
+        built = mapping.write_records(serde, thread_id, ns, checkpoint_id, task_id, task_path, writes)
     except ValidationError:
         built = None
-    reference: Checkpoint | None = None
-    texts = (thread_id, ns, checkpoint_id, task_id, task_path, channel)
+    reference: list[Checkpoint] | None = None
+    texts = (thread_id, ns, checkpoint_id, task_id, task_path, *(channel for _, channel, _ in writes))
     if all(check_text(text) is None for text in texts):  # else refused before any id is made of them
         owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
-        value_type, value_bytes = serde.dumps_typed({"v": 1})
-        with contextlib.suppress(ValidationError):
-            reference = Checkpoint(
-                id=f"{owner}{mapping.WRITES_INFIX}{mapping._digest(task_id, str(idx))}", run_id=thread_id,
-                branch_id=mapping.WRITES_BRANCH, node_id=owner, parent_ids=[owner],
-                state={"format": mapping.FORMAT, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
-                       "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel,
-                       "type": value_type},
-                payload=value_bytes)
+        reference = []
+        for group in ([w for w in writes if w[0] >= 0], [w for w in writes if w[0] < 0]):
+            if not group:
+                continue
+            typed = [(idx, channel, *serde.dumps_typed(value)) for idx, channel, value in group]
+            try:
+                reference.append(Checkpoint(
+                    id=f"{owner}{mapping.WRITES_INFIX}{mapping._digest(task_id, ','.join(str(w[0]) for w in group))}",
+                    run_id=thread_id, branch_id=mapping.WRITES_BRANCH, node_id=owner, parent_ids=[owner],
+                    state={"format": mapping.WRITES_FORMAT, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
+                           "task_id": task_id, "task_path": task_path,
+                           "writes": [[idx, channel, kind, len(data)] for idx, channel, kind, data in typed]},
+                    payload=b"".join(data for *_, data in typed)))
+            except ValidationError:
+                reference = None
+                break
     assert (built is None) == (reference is None)
     if built is not None and reference is not None:
-        mine, theirs = dict(built.__dict__), dict(reference.__dict__)
-        for stamp in ("created_at", "updated_at"):
-            mine.pop(stamp), theirs.pop(stamp)
-        assert mine == theirs
-        assert built.created_at == built.updated_at and built.created_at.tzinfo is not None
-        assert built.__pydantic_fields_set__ >= reference.__pydantic_fields_set__
+        assert len(built) == len(reference)
+        for record, expected in zip(built, reference, strict=True):
+            mine, theirs = dict(record.__dict__), dict(expected.__dict__)
+            for stamp in ("created_at", "updated_at"):
+                mine.pop(stamp), theirs.pop(stamp)
+            assert mine == theirs
+            assert record.created_at == record.updated_at and record.created_at.tzinfo is not None
+            assert record.__pydantic_fields_set__ >= expected.__pydantic_fields_set__
 
 
 serializable_texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)  # what msgpack takes
@@ -514,3 +530,104 @@ def test_a_checkpoint_record_is_what_validation_makes_of_its_fields(
         return
     revalidated = Checkpoint(**{name: value for name, value in built.__dict__.items() if name != "state_hash"})
     assert revalidated.__dict__ == built.__dict__
+
+
+def _old_saver_put_writes(saver: MnemostoreSaver, config: Any, writes: list[tuple[str, Any]], task_id: str,
+                          task_path: str) -> None:
+    """`put_writes` as format 3 stored it (a record per write, keyed by (task, idx): a regular one kept
+    if stored, a special one replaced), so tests hold stores written before format 4."""
+    from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+    from mnemostore.integrations.langgraph import mapping
+
+    conf = config["configurable"]
+    for position, (channel, value) in enumerate(writes):
+        idx = WRITES_IDX_MAP.get(channel, position)
+        record, = mapping.write_records(saver.serde, conf["thread_id"], conf["checkpoint_ns"], conf["checkpoint_id"],
+                                        task_id, task_path, [(idx, channel, value)])
+        state = dict(record.state)
+        [[state["idx"], state["channel"], state["type"], _]] = state.pop("writes")
+        old = record.model_copy(update={"state": {**state, "format": 3}})
+        if idx < 0 or saver.store.checkpoints.get(old.id) is None:
+            saver.store.checkpoints.put([old])
+
+
+_SPECIAL = ["__error__", "__interrupt__", "__resume__", "__scheduled__"]
+_calls = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(["", "p"]),
+                            st.lists(st.tuples(st.sampled_from(["a", "b", *_SPECIAL]), st.integers(0, 3)),
+                                     min_size=1, max_size=3),
+                            st.booleans()),
+                  min_size=1, max_size=6)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "file"])
+@settings(max_examples=40, deadline=None)
+@given(calls=_calls)
+def test_pending_writes_are_what_langgraphs_savers_give(backend: str, calls: list[Any]) -> None:
+    """Any sequence of `put_writes` calls (retries, special channels, a task writing more than once,
+    some stored by format 3 before an upgrade) reads back, after each call, as LangGraph's InMemorySaver
+    gives it, and in SqliteSaver's order and values while no call mixes special and regular channels
+    (where SqliteSaver keeps the whole call if one of its writes is stored); and so does a copy of the thread."""
+    import sqlite3
+    import tempfile
+
+    from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    assert set(_SPECIAL) == set(WRITES_IDX_MAP)
+    with contextlib.ExitStack() as stack:
+        if backend == "memory":
+            url = f"memory://{uuid.uuid4().hex}"
+        else:
+            directory = stack.enter_context(tempfile.TemporaryDirectory())
+            url = f"sqlite:///{directory}/s.db" if backend == "sqlite" else f"file://{directory}/s"
+        ours = MnemostoreSaver(stack.enter_context(mnemostore.open(url)))
+        sqlite_saver = SqliteSaver(stack.enter_context(contextlib.closing(
+            sqlite3.connect(":memory:", check_same_thread=False))))
+        savers: list[Any] = [ours, InMemorySaver(), sqlite_saver]
+        checkpoint = empty_checkpoint()
+        configs = [saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, checkpoint,
+                             {"source": "loop", "step": 0}, {}) for saver in savers]
+        mixed = False
+        for task_id, task_path, writes, as_format_3 in calls:
+            mixed = mixed or len({channel in WRITES_IDX_MAP for channel, _ in writes}) == 2
+            for saver, config in zip(savers, configs, strict=True):
+                if saver is ours and as_format_3:
+                    _old_saver_put_writes(saver, config, writes, task_id, task_path)
+                else:
+                    saver.put_writes(config, writes, task_id, task_path)
+            found = [saver.get_tuple(config).pending_writes for saver, config in zip(savers, configs, strict=True)]
+            assert sorted(found[0], key=repr) == sorted(found[1], key=repr)
+            if not mixed:
+                assert found[0] == found[2]
+            assert ours.get_tuple({"configurable": {"thread_id": "t"}}).pending_writes == found[0]
+            assert next(iter(ours.list(None))).pending_writes == found[0]
+        ours.copy_thread("t", "copy")  # the copy's records keep their written order
+        assert ours.get_tuple({"configurable": {"thread_id": "copy"}}).pending_writes == found[0]
+
+
+def test_values_a_serializer_gives_as_other_bytes_like_types_read_back() -> None:
+    """A serializer may return a bytes subclass, a bytearray or a memoryview: each value of a call is
+    kept whole beside the others (its size is that of the bytes stored)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    class Subclass(bytes):
+        pass
+
+    class Serde(JsonPlusSerializer):
+        def dumps_typed(self, obj: Any) -> tuple[str, Any]:
+            kind, data = super().dumps_typed(obj)
+            wrap: dict[Any, Callable[[bytes], Any]] = {"sub": Subclass, "view": memoryview, "array": bytearray}
+            return kind, (wrap.get(obj, bytes) if type(obj) is str else bytes)(data)
+
+    with mnemostore.open(f"memory://{uuid.uuid4().hex}") as store:
+        saver = MnemostoreSaver(store, serde=Serde())
+        config = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, empty_checkpoint(),
+                           {"source": "loop", "step": 0}, {})
+        saver.put_writes(config, [("a", "sub"), ("b", "view"), ("c", "array"), ("d", 1)], "task")
+        found = saver.get_tuple(config)
+        assert found is not None
+        assert found.pending_writes == [("task", "a", "sub"), ("task", "b", "view"), ("task", "c", "array"),
+                                        ("task", "d", 1)]

@@ -30,7 +30,7 @@ COPY_THRESHOLD = 64
 """Batches at least this large go through binary COPY; smaller ones through executemany."""
 SMALL_BATCH = 8
 """Batches of up to this many records (of distinct ids) are one multi-row statement: one round trip,
-no transaction around it (a LangGraph `put_writes` is 1-4 records)."""
+no transaction around it."""
 
 
 # preparing and connecting ------------------------------------------------------------

@@ -4,7 +4,8 @@ A LangGraph checkpoint is one record: run = thread, branch = namespace ("" is `m
 any other namespace `ns:<ns>`), parent = the parent checkpoint's record. Its pending
 writes are records of their own on the `langgraph:writes` branch of the same run, with
 `node_id` (and `parent_ids`) naming the checkpoint record they belong to, and ids that
-start with that record's id (so one id-range read finds a checkpoint and its writes).
+start with that record's id (so one id-range read finds a checkpoint and its writes); since
+format 4 one record holds the regular (or the special) writes of one `put_writes` call.
 Values are stored as LangGraph's serializer wrote them. Since format 3 the large one, a
 checkpoint's serialized bytes (or a write's value), is the record's `payload` exactly (opaque
 bytes: a BLOB/bytea column on SQLite and Postgres, so nothing parses, hashes or base64-encodes
@@ -17,7 +18,9 @@ kept the checkpoint and the values that way too and are still read (`checkpoint_
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, cast
 
@@ -38,8 +41,11 @@ NS_BRANCH_PREFIX = "ns:"
 WRITES_BRANCH = "langgraph:writes"
 FORMAT = 3
 """Version of the layout, so a later one can still read this one. 3: values in `payload`; 2: a
-write's id extends its checkpoint's record id (`write_record_id`); 1 keyed writes by a hash
+write's id extends its checkpoint's record id (`call_write_id`); 1 keyed writes by a hash
 (`legacy_write_record_id`), so format-1 checkpoints find theirs through `node_id`."""
+WRITES_FORMAT = 4
+"""Version of the write records' layout. 4: one record holds a call's regular writes (or its special
+ones), their values one after another in `payload`; 1-3: one record per write, as `FORMAT` says."""
 WRITES_INFIX = ".w."
 
 
@@ -73,22 +79,9 @@ def namespace_range(thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-def write_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
-    """The checkpoint's record id, `.w.` and a digest of (task, idx): see `record_range`."""
-    return _write_id(checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id), task_id, idx)
-
-
-def _write_id(owner: str, task_id: str, idx: int) -> str:
-    return f"{owner}{WRITES_INFIX}{_digest(task_id, str(idx))}"
-
-
 def legacy_write_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
     """A write's id in format 1 (still looked for, so a retried write is not stored twice)."""
     return f"lgw.{_digest(thread_id, checkpoint_ns, checkpoint_id, task_id, str(idx))}"
-
-
-LEGACY_WRITE_RANGE = ("lgw.", "lgw/")
-"""Ids in [low, high) are those of format-1 writes (`legacy_write_record_id`)."""
 
 
 def record_range(owner: str) -> tuple[str, str]:
@@ -181,29 +174,71 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
 
 def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
                   task_id: str, task_path: str, writes: list[tuple[int, str, Any]]) -> list[Record]:
-    """A task's pending writes, (idx, channel, value) each, as records attached to their checkpoint's
-    record by `node_id` and `parent_ids`."""
+    """A task's pending writes of one call, (idx, channel, value) each, as records attached to their
+    checkpoint's record by `node_id` and `parent_ids` (format 4): one for the regular writes (idx >= 0),
+    one for the special ones (negative idx), each keyed by the task and its idx list (`call_write_id`)."""
     plain = _checked_texts({"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
                             "task_id": task_id, "task_path": task_path,
                             **{f"writes[{n}].channel": write[1] for n, write in enumerate(writes)}})
     owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
-    now = utcnow()
+    now = write_stamp()
     plain = plain and 0 < len(thread_id) <= MAX_ID and len(owner) + len(WRITES_INFIX) + 32 <= MAX_ID
     common = {**_DEFAULTS, "run_id": thread_id, "branch_id": WRITES_BRANCH, "node_id": owner,
-              "created_at": now, "updated_at": now}
+              "parent_ids": [owner], "created_at": now, "updated_at": now, "metadata": {}}
     records: list[Record] = []
-    for idx, channel, value in writes:
-        value_type, value_bytes = serde.dumps_typed(value)
-        state = {"format": FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
-                 "task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel, "type": value_type}
-        fields: dict[str, Any] = {**common, "id": _write_id(owner, task_id, idx), "parent_ids": [owner],
-                                  "state": state, "payload": value_bytes, "metadata": {}}
-        if plain and type(idx) is int and -2**63 <= idx < 2**63 and _plain_value(value_type, value_bytes):
+    for group in ([w for w in writes if w[0] >= 0], [w for w in writes if w[0] < 0]):
+        if not group:
+            continue
+        parts: list[list[Any]] = []
+        values: list[bytes] = []
+        group_plain = plain
+        for idx, channel, value in group:
+            value_type, value_bytes = serde.dumps_typed(value)
+            if type(value_bytes) is not bytes and isinstance(value_bytes, (bytes, bytearray, memoryview)):
+                value_bytes = bytes(value_bytes)  # as `Record(...)` would keep it
+            group_plain = (group_plain and type(idx) is int and -2**63 <= idx < 2**63
+                           and _plain_value(value_type, value_bytes))
+            parts.append([idx, channel, value_type, len(value_bytes) if type(value_bytes) is bytes else -1])
+            values.append(value_bytes)
+        state = {"format": WRITES_FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
+                 "task_id": task_id, "task_path": task_path, "writes": parts}
+        fields: dict[str, Any] = {**common, "id": call_write_id(owner, task_id, [w[0] for w in group]),
+                                  "state": state, "payload": values[0] if len(values) == 1 else _joined(values)}
+        if group_plain:
             fields["state_hash"] = hash_exact_state(state)  # all fields made here (see `_record`)
             records.append(cast(Record, trusted_record(Record, fields)))
         else:
             records.append(Record(**fields))
     return records
+
+
+def call_write_id(owner: str, task_id: str, idxs: list[int]) -> str:
+    """A write record's id: the checkpoint's record id, `.w.` and a digest of the task and the idx list
+    it holds (see `record_range`); a record of one write has the id formats 2 and 3 gave that write."""
+    return f"{owner}{WRITES_INFIX}{_digest(task_id, ','.join(map(str, idxs)))}"
+
+
+def _joined(values: list[Any]) -> Any:
+    """The values' bytes one after another (their sizes are in `state["writes"]`); a value that is not
+    bytes is left to `Record(...)`, which names it."""
+    wrong = [value for value in values if type(value) is not bytes]
+    return wrong[0] if wrong else b"".join(values)
+
+
+_last_stamp: list[datetime] = [datetime.min.replace(tzinfo=UTC)]
+_stamp_lock = threading.Lock()
+
+
+def write_stamp() -> datetime:
+    """Now, but later than the last stamp this process gave: a task's write records are replayed in
+    (created_at, id) order (`pending_writes`), so calls of one process keep their order."""
+    now = utcnow()
+    with _stamp_lock:
+        last = _last_stamp[0]
+        if now <= last:
+            now = last + timedelta(microseconds=1)
+        _last_stamp[0] = now
+    return now
 
 
 def _checked_texts(texts: dict[str, Any]) -> bool:
@@ -244,15 +279,49 @@ _DEFAULTS: dict[str, Any] = {"tenant_id": None, "agent": None, "project_id": Non
 """Fields `_record` leaves at their defaults unless given (immutable values only: the dict is shared)."""
 
 
-def write_sort_key(record: Record) -> tuple[str, str, int]:
-    """LangGraph's `writes_sort_key` order: (task_path, task_id, idx)."""
-    state = record.state
-    return (state["task_path"], state["task_id"], state["idx"])
+def pending_writes(serde: SerializerProtocol, records: Sequence[Record]) -> list[PendingWrite]:
+    """A checkpoint's pending writes from its write records (any format), in LangGraph's order
+    (task_path, task_id, idx). Records are replayed in the order they were written, (created_at, id):
+    a regular write (idx >= 0) already seen for its (task, idx) is kept, a special one is replaced,
+    as LangGraph's savers store them."""
+    chosen: dict[tuple[str, int], tuple[str, str, Record, _Part]] = {}
+    for record in sorted(records, key=_written_order):
+        state = record.state
+        task_id = state["task_id"]
+        for part in _parts(state):
+            key = (task_id, part[0])
+            if part[0] < 0 or key not in chosen:
+                chosen[key] = (state["task_path"], part[1], record, part)
+    ordered = sorted(chosen.items(), key=lambda item: (item[1][0], item[0][0], item[0][1]))
+    return [(task_id, channel, _part_value(serde, record, part))
+            for (task_id, _), (_, channel, record, part) in ordered]
 
 
-def pending_write(serde: SerializerProtocol, record: Record) -> PendingWrite:
-    state = record.state
-    return (state["task_id"], state["channel"], value_of(serde, record))
+_Part = tuple[int, str, str | None, int, int]
+"""(idx, channel, value type, start, end) of one write in a write record: its value is the payload's
+[start:end] (format 4); type None: the record's one value, wherever its format keeps it (formats 1-3)."""
+
+
+def _written_order(record: Record) -> tuple[datetime, str]:
+    return record.created_at, record.id
+
+
+def _parts(state: dict[str, Any]) -> Iterator[_Part]:
+    if "writes" not in state:
+        yield state["idx"], state["channel"], None, 0, 0
+        return
+    start = 0
+    for idx, channel, value_type, size in state["writes"]:
+        yield idx, channel, value_type, start, start + size
+        start += size
+
+
+def _part_value(serde: SerializerProtocol, record: Record, part: _Part) -> Any:
+    _, _, value_type, start, end = part
+    payload = record.payload
+    if value_type is None or payload is None:
+        return value_of(serde, record)
+    return serde.loads_typed((value_type, payload if start == 0 and end == len(payload) else payload[start:end]))
 
 
 def moved(record: Record, thread_id: str) -> Record:
@@ -261,7 +330,8 @@ def moved(record: Record, thread_id: str) -> Record:
     ns, checkpoint_id = state["checkpoint_ns"], state["checkpoint_id"]
     owner = checkpoint_record_id(thread_id, ns, checkpoint_id)
     if record.branch_id == WRITES_BRANCH:
-        rid = write_record_id(thread_id, ns, checkpoint_id, state["task_id"], state["idx"])
+        idxs = [state["idx"]] if "writes" not in state else [part[0] for part in state["writes"]]
+        rid = call_write_id(owner, state["task_id"], idxs)
         return record.model_copy(update={"id": rid, "run_id": thread_id, "node_id": owner, "parent_ids": [owner]})
     state["thread_id"] = thread_id
     parent = state["parent_checkpoint_id"]

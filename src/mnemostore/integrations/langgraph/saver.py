@@ -46,7 +46,6 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.store = store
         self._bridge = Bridge(store, type(self).__name__)
-        self._legacy_writes: bool | None = None
 
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -229,7 +228,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             checkpoint=mapping.checkpoint_of(self.serde, record),
             metadata=mapping.decode(self.serde, state["metadata"]),
             parent_config=mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
-            pending_writes=[mapping.pending_write(self.serde, w) for w in sorted(writes, key=mapping.write_sort_key)],
+            pending_writes=mapping.pending_writes(self.serde, writes),
         )
 
     # writing --------------------------------------------------------------------------
@@ -247,36 +246,16 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                           task_id: str, task_path: str) -> None:
         conf = config["configurable"]
         thread_id, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
-        records: dict[str, Record] = {}
-        regular: dict[str, str] = {}  # ids a regular write may be stored under (this format's, format 1's) -> its id
-        legacy = bool(writes) and await self._has_legacy_writes(store)
         numbered = [(WRITES_IDX_MAP.get(channel, position), channel, value)
                     for position, (channel, value) in enumerate(writes)]
-        built = mapping.write_records(self.serde, thread_id, ns, checkpoint_id, task_id, task_path, numbered)
-        for (idx, _, _), record in zip(numbered, built, strict=True):
-            records[record.id] = record
-            if idx >= 0:
-                regular[record.id] = record.id
-                if legacy:
-                    regular[mapping.legacy_write_record_id(thread_id, ns, checkpoint_id, task_id, idx)] = record.id
-        if records and not legacy and len(regular) == len(records):  # insert-or-ignore: one write, no read
-            await store.checkpoints._put_built(list(records.values()), keep_existing=True)
-            return
-        if regular:
-            for existing in await store.checkpoints.get_many(sorted(regular), vectors=False):
-                records.pop(regular[existing.id], None)
-        if records:
-            await store.checkpoints._put_built(list(records.values()))
-
-    async def _has_legacy_writes(self, store: AsyncStore) -> bool:
-        """Whether the store holds writes of format 1 (hashed ids, `legacy_write_record_id`), which a
-        retried regular write must also be looked up under; asked once per saver (a store that
-        cannot count an id range is assumed to hold some)."""
-        if self._legacy_writes is None:
-            low, high = mapping.LEGACY_WRITE_RANGE
-            self._legacy_writes = (Capability.FILTER_RANGE not in store.capabilities
-                                   or await store.checkpoints.count((F.id >= low) & (F.id < high)) > 0)
-        return self._legacy_writes
+        records = mapping.write_records(self.serde, thread_id, ns, checkpoint_id, task_id, task_path, numbered)
+        if len(records) == 1:  # regular writes: insert-or-ignore; special ones: replace (one write, no read)
+            await store.checkpoints._put_built(records, keep_existing=numbered[0][0] >= 0)
+        elif records:  # both kinds (rare): the regular record is kept if stored, in one write with the special one
+            regular, special = records
+            if await store.checkpoints.get_many([regular.id], vectors=False):
+                records = [special]
+            await store.checkpoints._put_built(records)
 
     # deleting and copying -----------------------------------------------------------------
     async def _delete_thread(self, store: AsyncStore, thread_id: str) -> None:
