@@ -210,6 +210,32 @@ class Statements:
 
         return self.rendered(("nearest", kind_layout.kind, metric, exact, vectors, explain, condition, limit), build)
 
+    def nearest_many(self, kind_layout: KindLayout, metric: str, vectors: bool, condition: bytes, limit: int,
+                     n: int) -> bytes:
+        """`nearest`'s index search for `n` query vectors in one statement (a group: async_groups.py):
+        each walks the index in a LATERAL subquery of its own; rows start with the query's number
+        (1 to n), in order of query, then distance."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            operator = sql.SQL("OPERATOR({}.{})").format(
+                sql.Identifier(self.names.vector_schema), sql.SQL(OPERATORS[metric]))
+            vector = sql.Identifier(self.names.vector_schema, "vector")
+            queries = sql.SQL(", ").join(sql.SQL("({}, %s::{})").format(sql.Literal(i + 1), vector) for i in range(n))
+            table = self.table(kind_layout)
+            columns = [sql.Identifier("t", column) for column in kind_layout.data_columns]
+            if vectors:
+                columns.append(sql.Identifier("t", "embedding"))
+            return sql.SQL(
+                "SELECT q.n, {columns}, s.distance FROM (VALUES {queries}) AS q (n, v) CROSS JOIN LATERAL "
+                "(SELECT ctid AS row_ref, embedding {operator} q.v AS distance FROM {table} "
+                "WHERE tenant = %s AND {condition} ORDER BY distance LIMIT {limit}) AS s "
+                "JOIN {table} AS t ON t.ctid = s.row_ref ORDER BY q.n, s.distance"
+            ).format(columns=sql.SQL(", ").join(columns), queries=queries, operator=operator, table=table,
+                     condition=sql.SQL(condition.decode()), limit=sql.Literal(limit))
+
+        return self.rendered(("nearest_many", kind_layout.kind, metric, vectors, condition, limit, n), build)
+
     # writing ---------------------------------------------------------------------------
     def upsert(self, kind_layout: KindLayout, keep_existing: bool = False, keep_created: bool = False) -> bytes:
         """`put`'s statement for one row (`put_missing`'s with `keep_existing`, `put_keeping_created`'s
@@ -300,6 +326,35 @@ class Statements:
                            "RETURNING (SELECT id FROM latest), (SELECT sequence FROM latest)").format(function, insert)
 
         return self.rendered(("append",), build)
+
+    def append_many(self, kind_layout: KindLayout, n: int) -> bytes:
+        """`append` of `n` checkpoints in one statement (a group commit: async_groups.py): each row
+        of the VALUES list is (tenant, run, branch, lock key, `write_columns`) and takes its parent
+        from its own `checkpoint_latest` call, in the rows' order; returns each row's id, parent_ids
+        and sequence (the parent, if one was found, is parent_ids[1] at sequence - 1)."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            columns = kind_layout.write_columns
+            types = [sql.SQL("text")] * 3 + [sql.SQL("bigint")] + self._column_types(kind_layout)
+            row = sql.SQL("({})").format(sql.SQL(", ").join(sql.SQL("%s::{}").format(t) for t in types))
+            names = [sql.Identifier(f"c{i}") for i in range(len(columns))]
+            values: list[sql.Composable] = []
+            for column, name in zip(columns, names, strict=True):
+                value: sql.Composable = sql.SQL("v.{}").format(name)
+                if column == "sequence":
+                    value = sql.SQL("coalesce(l.sequence + 1, {})").format(value)
+                elif column == "parent_ids":
+                    value = sql.SQL("CASE WHEN l.id IS NULL THEN {} ELSE ARRAY[l.id] END").format(value)
+                values.append(value)
+            function = self.names.table(self.names.prefix + "checkpoint_latest")
+            source = sql.SQL(
+                "SELECT {} FROM (VALUES {}) AS v (tenant_, run_, branch_, lock_, {}) "
+                "LEFT JOIN LATERAL {}(v.tenant_, v.run_, v.branch_, v.lock_) AS l ON TRUE").format(
+                sql.SQL(", ").join(values), sql.SQL(", ").join([row] * n), sql.SQL(", ").join(names), function)
+            return sql.SQL("{} RETURNING id, parent_ids, sequence").format(self._upsert_sql(kind_layout, source))
+
+        return self.rendered(("append_many", n), build)
 
     def _column_types(self, kind_layout: KindLayout) -> list[sql.Composable]:
         """The SQL types of `write_columns`, for casts: the names of `copy_types`' OIDs."""

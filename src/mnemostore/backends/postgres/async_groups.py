@@ -1,0 +1,154 @@
+"""Group commit for the postgres async side: concurrent calls of one shape go out as one statement.
+
+A lane is one shape of call (a checkpoint save, a put of one kind, a search of one kind, k and
+filter). While a call of a lane is at the server, calls of the same lane that arrive wait in its
+queue; when it is back, the queue goes as one group: one statement, one commit (one WAL flush)
+and one round trip for all of them. A lone call runs at once, in its own task, as it would with
+no groups: nothing waits for company. A group that fails is retried call by call, so each call
+gets its own result, or the very error it gets alone.
+
+A call cancelled while queued is dropped from its group: nothing of it is written. A call
+cancelled after its group was sent raises CancelledError in its task; its write, like any
+statement the server may already have committed, is then whole or absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import Any, Generic, TypeVar
+
+I = TypeVar("I")  # noqa: E741 - a lane's item: one call's arguments
+R = TypeVar("R")
+
+
+class Lane(Generic[I, R]):
+    """Calls of one shape: `alone(item)` runs one, `together(items)` runs a group of them (its
+    results in order). `keys(item)`: what two calls of one group may not share (a run, an id);
+    such a call waits for the next group, behind it in order. At most `limit` calls per group."""
+
+    __slots__ = ("alone", "busy", "keys", "limit", "queue", "task", "together")
+
+    def __init__(self, alone: Callable[[I], Awaitable[R]], together: Callable[[list[I]], Awaitable[list[R]]],
+                 keys: Callable[[I], Iterable[Hashable]], limit: int) -> None:
+        self.alone = alone
+        self.together = together
+        self.keys = keys
+        self.limit = limit
+        self.busy = False
+        self.queue: deque[tuple[I, asyncio.Future[R]]] = deque()
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def idle(self) -> bool:
+        return not self.busy and not self.queue
+
+    async def __call__(self, item: I) -> R:
+        if not self.busy:
+            self.busy = True
+            try:
+                return await self.alone(item)
+            finally:
+                self.busy = False
+                if self.queue:
+                    self._drain()
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self.queue.append((item, future))
+        return await future  # cancelled while queued: the future is cancelled, and `_take` skips it
+
+    def _drain(self) -> None:
+        """Send the queue, group after group, from a task of the lane's own: no caller's
+        cancellation stops a group that carries other callers' calls."""
+        self.busy = True
+        self.task = asyncio.get_running_loop().create_task(self._groups())
+
+    async def _groups(self) -> None:
+        taken: list[tuple[I, asyncio.Future[R]]] = []
+        try:
+            while self.queue:
+                taken = self._take()
+                if len(taken) == 1:
+                    await _settle(taken[0], self.alone)
+                elif taken:
+                    await self._group(taken)
+                taken = []
+        except BaseException as exc:  # the lane's task itself cancelled (the loop closing): its callers too
+            for _, future in [*taken, *self.queue]:
+                if future.done():
+                    continue
+                if isinstance(exc, asyncio.CancelledError):
+                    future.cancel()
+                else:
+                    future.set_exception(exc)
+            self.queue.clear()
+            raise
+        finally:
+            self.busy = False
+            self.task = None
+
+    async def _group(self, taken: list[tuple[I, asyncio.Future[R]]]) -> None:
+        try:
+            results = await self.together([item for item, _ in taken])
+        except Exception:  # one call's failure is its own: each runs alone and gets its own result or error
+            for member in taken:
+                await _settle(member, self.alone)
+            return
+        for (_, future), result in zip(taken, results, strict=True):
+            if not future.done():
+                future.set_result(result)
+
+    def _take(self) -> list[tuple[I, asyncio.Future[R]]]:
+        """The next group: queued calls in order, up to `limit`, skipping those cancelled and
+        leaving in the queue (in order) those that share a key with one taken or left before."""
+        taken: list[tuple[I, asyncio.Future[R]]] = []
+        left: deque[tuple[I, asyncio.Future[R]]] = deque()
+        used: set[Hashable] = set()
+        queue = self.queue
+        while queue and len(taken) < self.limit:
+            member = queue.popleft()
+            if member[1].done():
+                continue
+            keys = list(self.keys(member[0]))
+            if used.intersection(keys):
+                left.append(member)
+            else:
+                taken.append(member)
+            used.update(keys)
+        left.extend(queue)
+        self.queue = left
+        return taken
+
+
+async def _settle(member: tuple[Any, asyncio.Future[R]], alone: Callable[[Any], Awaitable[R]]) -> None:
+    """`alone(item)`'s result or exception into the member's future (unless its caller left)."""
+    item, future = member
+    if future.done():
+        return
+    try:
+        result = await alone(item)
+    except Exception as exc:
+        if not future.done():
+            future.set_exception(exc)
+        return
+    if not future.done():
+        future.set_result(result)
+
+
+class Lanes:
+    """A side's lanes by shape; an idle lane is forgotten when its next call finds it so."""
+
+    def __init__(self) -> None:
+        self._lanes: dict[Hashable, Lane[Any, Any]] = {}
+
+    def lane(self, key: Hashable, make: Callable[[], Lane[I, R]]) -> Lane[I, R]:
+        found = self._lanes.get(key)
+        if found is None:
+            if len(self._lanes) >= MAX_IDLE_LANES:
+                self._lanes = {k: v for k, v in self._lanes.items() if not v.idle}
+            found = self._lanes[key] = make()
+        return found
+
+
+MAX_IDLE_LANES = 256
+"""Lanes kept before the idle ones are dropped (a program cycling through filter shapes makes one each)."""
