@@ -107,3 +107,75 @@ def test_200_concurrent_default_parent_saves_on_few_runs_form_one_chain_each(
         assert groups["append"] and max(groups["append"]) <= runs and max(groups["append"]) > 1, groups
     else:
         assert not groups["append"], groups
+
+
+def _search_store(url: str) -> list[Any]:
+    """300 heuristics of 3 agents: unit vectors, 10 pairs with the same vector (ties), 5 without one."""
+    vectors = _vectors(300, seed=11)
+    vectors[200:210] = vectors[100:110]
+    records = [make("heuristic", i, agent=f"agent-{i % 3}", embedding=None if i >= 295 else vectors[i])
+               for i in range(300)]
+    with mnemostore.open(url, dimension=DIMENSION) as store:
+        store.heuristics.put(records)
+    return records
+
+
+def _same_hits(ours: list[Any], theirs: list[Any]) -> None:
+    assert [(h.record.id, h.score) for h in ours] == [(h.record.id, h.score) for h in theirs]
+    assert [h.record for h in ours] == [h.record for h in theirs]
+
+
+def test_grouped_searches_return_what_each_search_returns_alone(url: str, groups: dict[str, list[int]]) -> None:
+    """Property: concurrent searches of one shape (k, filter, vectors) through the async side's
+    groups give each caller the ids, scores and records the sync Store gives it one at a time,
+    ties across the k-th place and a zero query vector (both re-run exactly) included."""
+    records = _search_store(url)
+    stored = np.asarray([r.embedding for r in records[:295]])
+    query = st.one_of(st.integers(0, 294).map(lambda i: stored[i]),
+                      st.integers(0, 10_000).map(lambda seed: _vectors(1, seed)[0]),
+                      st.just(np.zeros(DIMENSION, dtype=np.float32)))
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(queries=st.lists(query, min_size=2, max_size=40), k=st.integers(1, 12),
+           agent=st.sampled_from([None, "agent-1"]), vectors=st.booleans())
+    def check(queries: list[np.ndarray], k: int, agent: str | None, vectors: bool) -> None:
+        where = None if agent is None else F.agent == agent
+        with mnemostore.open(url) as sync_store:
+            alone = [sync_store.search("heuristic", q, k=k, where=where, vectors=vectors) for q in queries]
+
+        async def together() -> list[list[Any]]:
+            async with await mnemostore.open_async(url) as store:
+                return await asyncio.gather(*(store.search("heuristic", q, k=k, where=where, vectors=vectors)
+                                              for q in queries))
+
+        for ours, theirs in zip(asyncio.run(together()), alone, strict=True):
+            _same_hits(ours, theirs)
+
+    check()
+    assert groups["search"] and max(groups["search"]) > 1, groups
+
+
+def test_each_query_of_a_group_walks_the_hnsw_index(url: str) -> None:
+    """The group's statement (EXPLAIN, 3,000 rows analysed): the HNSW index is walked inside the
+    LATERAL, ordered by the distance to each query of the VALUES list, as `search` walks it alone."""
+    vectors = _vectors(3000, seed=3)
+    with mnemostore.open(url, dimension=DIMENSION) as sync_store:
+        sync_store.heuristics.put([make("heuristic", i, embedding=vectors[i]) for i in range(3000)])
+
+    async def scenario() -> str:
+        async with await mnemostore.open_async(url) as store:
+            side = _side(store)
+            backend, statements = side.backend, side.backend.statements
+            layout = backend._layout("heuristic")
+            condition, params = statements.condition(layout, None)
+            statement = statements.nearest_many(layout, backend.params.metric, False, condition, 11, 3)
+            assert side.pool is not None
+            async with side.pool.connection() as conn:
+                await conn.execute(b"ANALYZE " + statements.table(layout).as_bytes(None))
+                cursor = await conn.execute(b"EXPLAIN " + statement, [*vectors[:3], "", *params])
+                return "\n".join(str(row[0]) for row in await cursor.fetchall())
+
+    plan = asyncio.run(scenario())
+    walk = plan.split("Values Scan")[1]
+    assert "Index Scan using" in walk and "_hnsw on" in walk, plan
+    assert 'Order By: (embedding <=> "*VALUES*".column2)' in walk, plan
