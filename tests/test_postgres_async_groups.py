@@ -36,8 +36,8 @@ def url(postgres_server: PostgresTestServer) -> str:
 @pytest.fixture
 def groups(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[int]]]:
     """The sizes of the groups the side sent, by plan (the real plans, counted on the way)."""
-    sent: dict[str, list[int]] = {"append": [], "search": []}
-    append, search = plans.append_checkpoints, plans.search_many
+    sent: dict[str, list[int]] = {"append": [], "search": [], "insert": []}
+    append, search, insert = plans.append_checkpoints, plans.search_many, plans.insert
 
     def counted_append(backend: Any, records: Any) -> Any:
         sent["append"].append(len(records))
@@ -47,7 +47,12 @@ def groups(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[int]]]:
         sent["search"].append(len(queries))
         return search(backend, kind, tenant, queries, *args)
 
+    def counted_insert(backend: Any, kind: str, records: Any, *args: Any, **kwargs: Any) -> Any:
+        sent["insert"].append(len(records))
+        return insert(backend, kind, records, *args, **kwargs)
+
     monkeypatch.setattr(plans, "append_checkpoints", counted_append)
+    monkeypatch.setattr(plans, "insert", counted_insert)
     monkeypatch.setattr(plans, "search_many", counted_search)
     yield sent
 
@@ -179,3 +184,142 @@ def test_each_query_of_a_group_walks_the_hnsw_index(url: str) -> None:
     walk = plan.split("Values Scan")[1]
     assert "Index Scan using" in walk and "_hnsw on" in walk, plan
     assert 'Order By: (embedding <=> "*VALUES*".column2)' in walk, plan
+
+
+def test_a_failing_save_in_a_group_gets_its_own_error_and_the_others_are_saved(
+        url: str, groups: dict[str, list[int]]) -> None:
+    """One save of a group would take its run's sequence past 2**63 - 1: the group's statement
+    fails, its saves are retried one by one, that save raises the ValidationError it raises alone
+    and every other is saved, linked as alone."""
+
+    async def scenario() -> None:
+        async with await mnemostore.open_async(url) as store:
+            await store.checkpoints.put([make("checkpoint", 0, run_id="full", sequence=2**63 - 1, parent_ids=[])])
+            with pytest.raises(ValidationError) as alone:
+                await store.checkpoints.save("full", {"alone": True})
+            groups["append"].clear()
+            saves = [store.checkpoints.save(f"run-{i}", {"i": i}) for i in range(20)]
+            saves.insert(10, store.checkpoints.save("full", {"grouped": True}))
+            results = await asyncio.gather(*saves, return_exceptions=True)
+            failed = results.pop(10)
+            assert isinstance(failed, ValidationError) and str(failed) == str(alone.value), failed
+            assert all(not isinstance(r, BaseException) for r in results), results
+            for i, saved in enumerate(results):
+                assert await store.checkpoints.history(f"run-{i}") == [saved]
+            assert [c.sequence for c in await store.checkpoints.history("full")] == [2**63 - 1]
+            await _assert_all_back(_side(store))
+
+    asyncio.run(scenario())
+    assert any(size > 1 for size in groups["append"]), groups
+
+
+async def _hold(conn: psycopg.AsyncConnection[Any], side: AsyncPostgresSide, run: str) -> int:
+    """Take, on `conn`, the advisory lock default-parent saves to `run` wait on; returns its key."""
+    key = side.backend.names.append_lock_key("", run, "main")
+    await conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+    return key
+
+
+async def _until_waiting(conn: psycopg.AsyncConnection[Any], n: int = 1) -> None:
+    for _ in range(2000):
+        cursor = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                    "AND datname = current_database()")
+        found = await cursor.fetchone()
+        if found and found[0] >= n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no save waited on the lock")
+
+
+async def _turns(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_a_save_cancelled_while_queued_is_dropped_from_its_group_and_nothing_of_it_is_written(url: str) -> None:
+    """A lone save waits on its run's lock, five saves queue behind it, one of them is cancelled:
+    the other four go as one group, the cancelled one's run stays empty, every connection is back."""
+
+    async def scenario() -> None:
+        async with await mnemostore.open_async(url) as store:
+            side = _side(store)
+            await store.checkpoints.save("warm", {})
+            async with await psycopg.AsyncConnection.connect(side.backend.conninfo(), autocommit=True) as blocker:
+                await _hold(blocker, side, "first")
+                first = asyncio.create_task(store.checkpoints.save("first", {}))
+                await _until_waiting(blocker)
+                queued = [asyncio.create_task(store.checkpoints.save(f"q-{i}", {"i": i})) for i in range(5)]
+                await _turns()
+                queued[2].cancel()
+                await blocker.execute("SELECT pg_advisory_unlock_all()")
+                await first
+                with pytest.raises(asyncio.CancelledError):
+                    await queued[2]
+                for i, task in enumerate(queued):
+                    if i != 2:
+                        saved = await task
+                        assert await store.checkpoints.history(f"q-{i}") == [saved]
+            assert await store.checkpoints.count(where=F.run_id == "q-2") == 0
+            await _assert_all_back(side)
+
+    asyncio.run(scenario())
+
+
+def test_a_save_cancelled_after_its_group_was_sent_is_whole_or_absent_and_the_others_are_saved(url: str) -> None:
+    """A group of three saves waits on the lock of one of their runs; one member's task is
+    cancelled then: it raises CancelledError, its checkpoint is whole or absent, the others are
+    saved, every connection is back and the store serves the next call."""
+
+    async def scenario() -> None:
+        async with await mnemostore.open_async(url) as store:
+            side = _side(store)
+            await store.checkpoints.save("warm", {})
+            async with await psycopg.AsyncConnection.connect(side.backend.conninfo(), autocommit=True) as blocker:
+                first_key = await _hold(blocker, side, "first")
+                await _hold(blocker, side, "g-1")
+                first = asyncio.create_task(store.checkpoints.save("first", {}))
+                await _until_waiting(blocker)
+                members = [asyncio.create_task(store.checkpoints.save(f"g-{i}", {"i": i})) for i in range(3)]
+                await _turns()
+                await blocker.execute("SELECT pg_advisory_unlock(%s)", (first_key,))
+                await first
+                await _until_waiting(blocker)  # the group, at g-1's lock
+                members[2].cancel()
+                await _turns()
+                await blocker.execute("SELECT pg_advisory_unlock_all()")
+                with pytest.raises(asyncio.CancelledError):
+                    await members[2]
+                for i in (0, 1):
+                    saved = await members[i]
+                    assert await store.checkpoints.history(f"g-{i}") == [saved]
+            left = await store.checkpoints.history("g-2")
+            assert left == [] or (len(left) == 1 and left[0].state == {"i": 2} and left[0].parent_ids == [])
+            await _assert_all_back(side)
+            assert (await store.checkpoints.save("g-2", {"next": True})).sequence == len(left)
+
+    asyncio.run(scenario())
+
+
+def test_concurrent_small_puts_of_one_kind_land_as_put_one_at_a_time(url: str, groups: dict[str, list[int]]) -> None:
+    """60 concurrent puts (one or three records; ids repeated across puts) and put_missing calls:
+    the store ends as if they ran one at a time in the order they were made (a later put of an id
+    wins; put_missing keeps what is stored)."""
+
+    async def scenario() -> None:
+        async with await mnemostore.open_async(url) as store:
+            calls, expected = [], {}
+            for i in range(60):
+                ids = [f"h-{i % 17}"] if i % 4 else [f"h-{i % 17}", f"h-{(i + 5) % 17}", f"h-{(i + 9) % 17}"]
+                records = [make("heuristic", i, id=id, strategy=f"from put {i}") for id in ids]
+                missing = i % 7 == 0
+                calls.append(store.heuristics.put(records, keep_existing=missing))
+                for record in records:
+                    if not missing or record.id not in expected:
+                        expected[record.id] = record.strategy
+            await asyncio.gather(*calls)
+            stored = {r.id: r.strategy for r in await store.heuristics.all()}
+            assert stored == expected
+            await _assert_all_back(_side(store))
+
+    asyncio.run(scenario())
+    assert max(groups["insert"]) > 3, groups
