@@ -93,6 +93,33 @@ def test_concurrent_saves_on_many_runs_go_in_groups_and_form_the_chains_they_for
     assert groups["append"] and max(groups["append"]) > 1, groups
 
 
+def test_concurrent_saves_in_any_mix_of_runs_form_the_chains_saves_one_at_a_time_form(url: str) -> None:
+    """Property: concurrent default-parent saves over any mix of runs and branches (the order they
+    are made drawn by hypothesis) leave each run and branch one chain of exactly its saves, each save
+    returning the checkpoint stored, as when they are made one at a time."""
+    examples = iter(range(10_000))
+
+    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["main", "b"])), min_size=2, max_size=80))
+    def check(saves: list[tuple[int, str]]) -> None:
+        example = next(examples)
+
+        async def scenario() -> None:
+            async with await mnemostore.open_async(url) as store:
+                returned = await asyncio.gather(*(
+                    store.checkpoints.save(f"x{example}-{run}", {"n": n}, branch=branch)
+                    for n, (run, branch) in enumerate(saves)))
+                for run, branch in set(saves):
+                    history = await store.checkpoints.history(f"x{example}-{run}", branch)
+                    mine = [c for c in returned if c.run_id == f"x{example}-{run}" and c.branch_id == branch]
+                    assert sorted(history, key=lambda c: c.id) == sorted(mine, key=lambda c: c.id)
+                    _chain_of(history)
+
+        asyncio.run(scenario())
+
+    check()
+
+
 @pytest.mark.parametrize("runs", [1, 4])
 def test_200_concurrent_default_parent_saves_on_few_runs_form_one_chain_each(
         url: str, runs: int, groups: dict[str, list[int]]) -> None:
@@ -301,24 +328,31 @@ def test_a_save_cancelled_after_its_group_was_sent_is_whole_or_absent_and_the_ot
 
 
 def test_concurrent_small_puts_of_one_kind_land_as_put_one_at_a_time(url: str, groups: dict[str, list[int]]) -> None:
-    """60 concurrent puts (one or three records; ids repeated across puts) and put_missing calls:
-    the store ends as if they ran one at a time in the order they were made (a later put of an id
-    wins; put_missing keeps what is stored)."""
+    """60 concurrent puts (one or three records; ids repeated across puts), then 30 put_missing calls
+    over stored and new ids: groups apply them in the order they were made, so the store ends as if
+    they ran one at a time (a later put of an id wins; put_missing keeps what is stored, the first
+    of two new ones wins)."""
+
+    def records(i: int) -> list[Any]:
+        ids = [f"h-{i % 17}"] if i % 4 else [f"h-{i % 17}", f"h-{(i + 5) % 17}", f"h-{(i + 9) % 17}"]
+        return [make("heuristic", i, id=id, strategy=f"from put {i}") for id in ids]
 
     async def scenario() -> None:
         async with await mnemostore.open_async(url) as store:
-            calls, expected = [], {}
-            for i in range(60):
-                ids = [f"h-{i % 17}"] if i % 4 else [f"h-{i % 17}", f"h-{(i + 5) % 17}", f"h-{(i + 9) % 17}"]
-                records = [make("heuristic", i, id=id, strategy=f"from put {i}") for id in ids]
-                missing = i % 7 == 0
-                calls.append(store.heuristics.put(records, keep_existing=missing))
-                for record in records:
-                    if not missing or record.id not in expected:
-                        expected[record.id] = record.strategy
-            await asyncio.gather(*calls)
-            stored = {r.id: r.strategy for r in await store.heuristics.all()}
-            assert stored == expected
+            expected: dict[str, str] = {}
+            puts = [records(i) for i in range(60)]
+            for batch_ in puts:
+                expected.update((r.id, r.strategy) for r in batch_)
+            await asyncio.gather(*(store.heuristics.put(batch_) for batch_ in puts))
+            assert {r.id: r.strategy for r in await store.heuristics.all()} == expected
+            missing = [records(i) for i in range(100, 130)]
+            for batch_ in missing:
+                for r in batch_:
+                    expected.setdefault(r.id.replace("h-", "m-") if r.id.endswith("3") else r.id, r.strategy)
+            missing = [[r.model_copy(update={"id": r.id.replace("h-", "m-")}) if r.id.endswith("3") else r
+                        for r in batch_] for batch_ in missing]
+            await asyncio.gather(*(store.heuristics.put(batch_, keep_existing=True) for batch_ in missing))
+            assert {r.id: r.strategy for r in await store.heuristics.all()} == expected
             await _assert_all_back(_side(store))
 
     asyncio.run(scenario())
