@@ -5,7 +5,7 @@ same chains, its own error, nothing written if it was cancelled while queued."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,7 +67,7 @@ def _chain_of(history: list[Any]) -> None:
     """`history` (oldest first) is one chain: sequences 0..n-1, each the child of the one before."""
     assert [c.sequence for c in history] == list(range(len(history)))
     assert history[0].parent_ids == []
-    for parent, child in zip(history, history[1:], strict=False):
+    for parent, child in itertools.pairwise(history):
         assert child.parent_ids == [parent.id]
 
 
