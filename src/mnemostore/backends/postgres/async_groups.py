@@ -26,31 +26,33 @@ R = TypeVar("R")
 class Lane(Generic[I, R]):
     """Calls of one shape: `alone(item)` runs one, `together(items)` runs a group of them (its
     results in order). `keys(item)`: what two calls of one group may not share (a run, an id);
-    such a call waits for the next group, behind it in order. At most `limit` calls per group."""
+    such a call waits for the next group, behind it in order. At most `limit` calls per group, and
+    `width` calls or groups at the server at once (1 keeps writes in the order they were made)."""
 
-    __slots__ = ("alone", "busy", "keys", "limit", "queue", "task", "together")
+    __slots__ = ("alone", "keys", "limit", "queue", "running", "tasks", "together", "width")
 
     def __init__(self, alone: Callable[[I], Awaitable[R]], together: Callable[[list[I]], Awaitable[list[R]]],
-                 keys: Callable[[I], Iterable[Hashable]], limit: int) -> None:
+                 keys: Callable[[I], Iterable[Hashable]], limit: int, width: int = 1) -> None:
         self.alone = alone
         self.together = together
         self.keys = keys
         self.limit = limit
-        self.busy = False
+        self.width = width
+        self.running = 0
         self.queue: deque[tuple[I, asyncio.Future[R]]] = deque()
-        self.task: asyncio.Task[None] | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
 
     @property
     def idle(self) -> bool:
-        return not self.busy and not self.queue
+        return not self.running and not self.queue
 
     async def __call__(self, item: I) -> R:
-        if not self.busy:
-            self.busy = True
+        if self.running < self.width and not self.queue:
+            self.running += 1
             try:
                 return await self.alone(item)
             finally:
-                self.busy = False
+                self.running -= 1
                 if self.queue:
                     self._drain()
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
@@ -60,8 +62,10 @@ class Lane(Generic[I, R]):
     def _drain(self) -> None:
         """Send the queue, group after group, from a task of the lane's own: no caller's
         cancellation stops a group that carries other callers' calls."""
-        self.busy = True
-        self.task = asyncio.get_running_loop().create_task(self._groups())
+        self.running += 1
+        task = asyncio.get_running_loop().create_task(self._groups())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def _groups(self) -> None:
         taken: list[tuple[I, asyncio.Future[R]]] = []
@@ -84,8 +88,7 @@ class Lane(Generic[I, R]):
             self.queue.clear()
             raise
         finally:
-            self.busy = False
-            self.task = None
+            self.running -= 1
 
     async def _group(self, taken: list[tuple[I, asyncio.Future[R]]]) -> None:
         try:

@@ -185,7 +185,7 @@ class AsyncPostgresSide(AsyncBackend):
             async def together(queries: list[Vector]) -> list[list[Hit]]:
                 return await self._run(plans.search_many(backend, kind, tenant, queries, k, where, vectors))
 
-            return Lane(alone, together, _no_keys, GROUP_LIMIT)
+            return Lane(alone, together, _no_keys, GROUP_LIMIT, width=SEARCH_WIDTH)
 
         key = ("search", kind, tenant, k, None if where is None else expression_key(where), vectors)
         return await self.lanes.lane(key, make)(vector)
@@ -193,6 +193,9 @@ class AsyncPostgresSide(AsyncBackend):
 
 GROUP_LIMIT = 64
 """Calls per group at most (a group's statement has a row of parameters per call, or per record)."""
+SEARCH_WIDTH = 2
+"""Searches (or groups of them) of one shape at the server at once: reads need no order, and the
+walks of one group run on one server process, so a second keeps another core busy."""
 GROUPED_PUT = 8
 """Puts of at most this many records join their kind's group; larger ones run alone."""
 
