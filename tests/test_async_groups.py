@@ -51,14 +51,17 @@ def _key(item: int) -> list[int]:
 
 @settings(max_examples=60, deadline=None)
 @given(items=st.lists(st.integers(0, 30), min_size=1, max_size=60), delays=st.lists(st.integers(0, 3), max_size=60),
-       limit=st.integers(1, 8), width=st.integers(1, 3), failing=st.frozensets(st.integers(0, 30), max_size=3))
+       limit=st.integers(1, 8), width=st.integers(1, 3), failing=st.frozensets(st.integers(0, 30), max_size=3),
+       sizes=st.sampled_from([None, (1, 2, 3, 4, 6, 8), (1, 4, 8)]))
 def test_each_call_gets_its_own_result_and_groups_keep_keys_apart_limit_width_and_order(
-        items: list[int], delays: list[int], limit: int, width: int, failing: frozenset[int]) -> None:
+        items: list[int], delays: list[int], limit: int, width: int, failing: frozenset[int],
+        sizes: tuple[int, ...] | None) -> None:
     """Calls made over a few turns of the loop: each gets its item's result or its own error; no
-    group holds two calls of one key or more than `limit`; at most `width` statements at once; with
-    width 1, calls of one key reach the server in the order they were made."""
+    group holds two calls of one key or more than `limit`, and each has one of `sizes`; at most
+    `width` statements at once; with width 1, calls of one key reach the server in the order they
+    were made."""
     server = Server(failing)
-    lane: Lane[int, int] = Lane(server.alone, server.together, _key, limit, width)
+    lane: Lane[int, int] = Lane(server.alone, server.together, _key, limit, width, sizes)
 
     async def scenario() -> list[Any]:
         calls = []
@@ -76,7 +79,7 @@ def test_each_call_gets_its_own_result_and_groups_keep_keys_apart_limit_width_an
             assert result == 2 * item
     assert server.most <= width
     for group in server.sent:
-        assert len(group) <= limit
+        assert len(group) <= limit and (sizes is None or len(group) in sizes)
         assert len({item % 5 for item in group}) == len(group)
     if width == 1:
         succeeded = [group for group in server.sent if not failing.intersection(group) or len(group) == 1]
@@ -111,3 +114,16 @@ def test_a_call_cancelled_while_queued_is_not_sent() -> None:
 
     asyncio.run(scenario())
     assert server.sent == [[0], [1, 2, 4]]
+
+
+def test_a_group_goes_down_to_one_of_the_sizes_and_the_rest_follow_in_order() -> None:
+    """Nine calls on five keys queue behind a lone one: each group of five distinct keys is cut to
+    four (sizes 1, 4, 8), and the calls cut or left for a key go next, in the order they came."""
+    server = Server()
+    lane: Lane[int, int] = Lane(server.alone, server.together, _key, 8, sizes=(1, 4, 8))
+
+    async def scenario() -> list[int]:
+        return list(await asyncio.gather(*(lane(i) for i in range(10))))
+
+    assert asyncio.run(scenario()) == [2 * i for i in range(10)]
+    assert server.sent == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9]]

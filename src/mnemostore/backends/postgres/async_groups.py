@@ -15,8 +15,9 @@ statement the server may already have committed, is then whole or absent.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 I = TypeVar("I")  # noqa: E741 - a lane's item: one call's arguments
@@ -26,18 +27,22 @@ R = TypeVar("R")
 class Lane(Generic[I, R]):
     """Calls of one shape: `alone(item)` runs one, `together(items)` runs a group of them (its
     results in order). `keys(item)`: what two calls of one group may not share (a run, an id);
-    such a call waits for the next group, behind it in order. At most `limit` calls per group, and
-    `width` calls or groups at the server at once (1 keeps writes in the order they were made)."""
+    such a call waits for the next group, behind it in order. At most `limit` calls per group, of
+    one of `sizes` if given (a group's statement text depends on its size: few sizes, few texts to
+    render, parse and prepare; the calls over a size wait for the next group), and `width` calls or
+    groups at the server at once (1 keeps writes in the order they were made)."""
 
-    __slots__ = ("alone", "keys", "limit", "queue", "running", "tasks", "together", "width")
+    __slots__ = ("alone", "keys", "limit", "queue", "running", "sizes", "tasks", "together", "width")
 
     def __init__(self, alone: Callable[[I], Awaitable[R]], together: Callable[[list[I]], Awaitable[list[R]]],
-                 keys: Callable[[I], Iterable[Hashable]], limit: int, width: int = 1) -> None:
+                 keys: Callable[[I], Iterable[Hashable]], limit: int, width: int = 1,
+                 sizes: Sequence[int] | None = None) -> None:
         self.alone = alone
         self.together = together
         self.keys = keys
         self.limit = limit
         self.width = width
+        self.sizes = sizes
         self.running = 0
         self.queue: deque[tuple[I, asyncio.Future[R]]] = deque()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -102,22 +107,26 @@ class Lane(Generic[I, R]):
                 future.set_result(result)
 
     def _take(self) -> list[tuple[I, asyncio.Future[R]]]:
-        """The next group: queued calls in order, up to `limit`, skipping those cancelled and
-        leaving in the queue (in order) those that share a key with one taken or left before."""
+        """The next group: queued calls in order, up to `limit` (then down to one of `sizes`),
+        skipping those cancelled and leaving in the queue (in order) those that share a key with
+        one taken or left before."""
         taken: list[tuple[I, asyncio.Future[R]]] = []
-        left: deque[tuple[I, asyncio.Future[R]]] = deque()
+        seen: list[tuple[I, asyncio.Future[R]]] = []
         used: set[Hashable] = set()
         queue = self.queue
         while queue and len(taken) < self.limit:
             member = queue.popleft()
             if member[1].done():
                 continue
+            seen.append(member)
             keys = list(self.keys(member[0]))
-            if used.intersection(keys):
-                left.append(member)
-            else:
+            if not used.intersection(keys):
                 taken.append(member)
             used.update(keys)
+        if self.sizes is not None and taken:
+            del taken[self.sizes[bisect_right(self.sizes, len(taken)) - 1]:]
+        chosen = {future for _, future in taken}
+        left = deque(member for member in seen if member[1] not in chosen)
         left.extend(queue)
         self.queue = left
         return taken

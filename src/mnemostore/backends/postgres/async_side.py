@@ -147,7 +147,7 @@ class AsyncPostgresSide(AsyncBackend):
             async def together(records: list[Checkpoint]) -> list[Checkpoint]:
                 return await self._run(plans.append_checkpoints(backend, records))
 
-            return Lane(alone, together, _run_and_id, GROUP_LIMIT)
+            return Lane(alone, together, _run_and_id, GROUP_LIMIT, sizes=GROUP_SIZES)
 
         return await self.lanes.lane(("append", record.tenant_id), make)(record)
 
@@ -185,7 +185,7 @@ class AsyncPostgresSide(AsyncBackend):
             async def together(queries: list[Vector]) -> list[list[Hit]]:
                 return await self._run(plans.search_many(backend, kind, tenant, queries, k, where, vectors))
 
-            return Lane(alone, together, _no_keys, GROUP_LIMIT, width=SEARCH_WIDTH)
+            return Lane(alone, together, _no_keys, GROUP_LIMIT, width=SEARCH_WIDTH, sizes=GROUP_SIZES)
 
         key = ("search", kind, tenant, k, None if where is None else expression_key(where), vectors)
         return await self.lanes.lane(key, make)(vector)
@@ -193,6 +193,9 @@ class AsyncPostgresSide(AsyncBackend):
 
 GROUP_LIMIT = 64
 """Calls per group at most (a group's statement has a row of parameters per call, or per record)."""
+GROUP_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+"""The sizes of save and search groups, whose statement texts depend on their size: 12 texts each
+to render, parse and prepare, instead of 64 (psycopg prepares a text after its 5th execution)."""
 SEARCH_WIDTH = 2
 """Searches (or groups of them) of one shape at the server at once: reads need no order, and the
 walks of one group run on one server process, so a second keeps another core busy."""
