@@ -127,3 +127,10 @@ def test_a_group_goes_down_to_one_of_the_sizes_and_the_rest_follow_in_order() ->
 
     assert asyncio.run(scenario()) == [2 * i for i in range(10)]
     assert server.sent == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9]]
+
+
+def test_a_condition_written_for_psycopg_gets_the_servers_placeholders_from_a_number_on() -> None:
+    from mnemostore.backends.postgres.statements import numbered
+
+    assert numbered(b"a = %s AND b LIKE '%%x' AND c = ANY(%s)", 3) == "a = $3 AND b LIKE '%x' AND c = ANY($4)"
+    assert numbered(b"TRUE", 2) == "TRUE"

@@ -204,7 +204,8 @@ def test_each_query_of_a_group_walks_the_hnsw_index(url: str) -> None:
             assert side.pool is not None
             async with side.pool.connection() as conn:
                 await conn.execute(b"ANALYZE " + statements.table(layout).as_bytes(None))
-                cursor = await conn.execute(b"EXPLAIN " + statement, [*vectors[:3], "", *params])
+                cursor = psycopg.AsyncRawCursor(conn)  # the statement's placeholders are $1, $2, ...
+                await cursor.execute(b"EXPLAIN " + statement, [*vectors[:3], "", *params])
                 return "\n".join(str(row[0]) for row in await cursor.fetchall())
 
     plan = asyncio.run(scenario())

@@ -124,7 +124,7 @@ async def _steps(conn: AsyncConnection, plan: Plan[T]) -> T:
 async def _execute(conn: AsyncConnection, step: Any) -> Any:
     kind = type(step)
     if kind is Run:
-        cursor = conn.cursor(binary=step.binary)
+        cursor = _cursor(conn, step)
         await cursor.execute(step.statement, step.params)
         return await _result(cursor, step)
     if kind is RunMany:
@@ -134,7 +134,7 @@ async def _execute(conn: AsyncConnection, step: Any) -> Any:
         cursors = []
         async with conn.pipeline(), conn.transaction() if step.transaction else nullcontext():
             for part in step.steps:
-                cursor = conn.cursor(binary=type(part) is Run and part.binary)
+                cursor = _cursor(conn, part)
                 if type(part) is Run:
                     await cursor.execute(part.statement, part.params)
                 else:
@@ -149,6 +149,18 @@ async def _execute(conn: AsyncConnection, step: Any) -> Any:
                 await copy.write_row(row)
         return None
     raise TypeError(f"a plan yielded {step!r} after connecting")
+
+
+def _cursor(conn: AsyncConnection, step: Run | RunMany) -> psycopg.AsyncCursor[Any]:
+    """A cursor for `step`: binary results if it asks for them, a raw cursor for a `raw` statement."""
+    if type(step) is Run and step.raw:
+        import psycopg
+        from psycopg.pq import Format
+
+        raw: psycopg.AsyncCursor[Any] = psycopg.AsyncRawCursor(conn)
+        raw.format = Format.BINARY if step.binary else Format.TEXT
+        return raw
+    return conn.cursor(binary=type(step) is Run and step.binary)
 
 
 async def _result(cursor: psycopg.AsyncCursor[Any], step: Run | RunMany) -> Any:

@@ -232,7 +232,7 @@ def search_many(backend: PostgresBackend, kind: str, tenant: str | None, queries
     condition, condition_params = statements.condition(kind_layout, where, hinted)
     statement = statements.nearest_many(kind_layout, backend.params.metric, vectors, condition, k + 1, len(queries))
     rows = yield from _counted(backend, kind_layout, where, Run(
-        statement, [*queries, tenant_key(tenant), *condition_params], "all", binary=True))
+        statement, [*queries, tenant_key(tenant), *condition_params], "all", binary=True, raw=True))
     found: list[list[tuple[Any, ...]]] = [[] for _ in queries]
     for row in rows:
         if row[-1] is not None:  # records without an embedding sort last: dropped, as `nearest` does
@@ -423,7 +423,7 @@ def append_checkpoints(backend: PostgresBackend, records: Sequence[Checkpoint]) 
                                key=lambda pair: pair[0]):
         params += [tenant, record.run_id, record.branch_id, lock, *kind_layout.encode(record)]
     yield from connect(backend, f"writing {len(records)} checkpoints", records[0].tenant_id)
-    rows = yield Run(backend.statements.append_many(kind_layout, len(records)), params, "all", binary=True)
+    rows = yield Run(backend.statements.append_many(kind_layout, len(records)), params, "all", binary=True, raw=True)
     linked = {id: (parents[0], sequence - 1) if parents else None for id, parents, sequence in rows}
     return [link_parent(record, linked[record.id]) for record in records]
 

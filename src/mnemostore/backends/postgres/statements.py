@@ -214,14 +214,15 @@ class Statements:
                      n: int) -> bytes:
         """`nearest`'s index search for `n` query vectors in one statement (a group: async_groups.py):
         each walks the index in a LATERAL subquery of its own; rows start with the query's number
-        (1 to n), in order of query, then distance."""
+        (1 to n), in order of query, then distance. Its placeholders are $1, $2, ... (`Run.raw`):
+        the queries, the tenant, then the condition's parameters."""
         from psycopg import sql
 
         def build() -> sql.Composable:
             operator = sql.SQL("OPERATOR({}.{})").format(
                 sql.Identifier(self.names.vector_schema), sql.SQL(OPERATORS[metric]))
             vector = sql.Identifier(self.names.vector_schema, "vector")
-            queries = sql.SQL(", ").join(sql.SQL("({}, %s::{})").format(sql.Literal(i + 1), vector) for i in range(n))
+            queries = sql.SQL(", ").join(sql.SQL(f"({i + 1}, ${i + 1}::{{}})").format(vector) for i in range(n))
             table = self.table(kind_layout)
             columns = [sql.Identifier("t", column) for column in kind_layout.data_columns]
             if vectors:
@@ -229,10 +230,11 @@ class Statements:
             return sql.SQL(
                 "SELECT q.n, {columns}, s.distance FROM (VALUES {queries}) AS q (n, v) CROSS JOIN LATERAL "
                 "(SELECT ctid AS row_ref, embedding {operator} q.v AS distance FROM {table} "
-                "WHERE tenant = %s AND {condition} ORDER BY distance LIMIT {limit}) AS s "
+                "WHERE tenant = ${tenant} AND {condition} ORDER BY distance LIMIT {limit}) AS s "
                 "JOIN {table} AS t ON t.ctid = s.row_ref ORDER BY q.n, s.distance"
             ).format(columns=sql.SQL(", ").join(columns), queries=queries, operator=operator, table=table,
-                     condition=sql.SQL(condition.decode()), limit=sql.Literal(limit))
+                     tenant=sql.SQL(str(n + 1)), condition=sql.SQL(numbered(condition, n + 2)),
+                     limit=sql.Literal(limit))
 
         return self.rendered(("nearest_many", kind_layout.kind, metric, vectors, condition, limit, n), build)
 
@@ -331,13 +333,17 @@ class Statements:
         """`append` of `n` checkpoints in one statement (a group commit: async_groups.py): each row
         of the VALUES list is (tenant, run, branch, lock key, `write_columns`) and takes its parent
         from its own `checkpoint_latest` call, in the rows' order; returns each row's id, parent_ids
-        and sequence (the parent, if one was found, is parent_ids[1] at sequence - 1)."""
+        and sequence (the parent, if one was found, is parent_ids[1] at sequence - 1). Its
+        placeholders are $1, $2, ... (`Run.raw`)."""
         from psycopg import sql
 
         def build() -> sql.Composable:
             columns = kind_layout.write_columns
             types = [sql.SQL("text")] * 3 + [sql.SQL("bigint")] + self._column_types(kind_layout)
-            row = sql.SQL("({})").format(sql.SQL(", ").join(sql.SQL("%s::{}").format(t) for t in types))
+            rows = sql.SQL(", ").join(
+                sql.SQL("({})").format(sql.SQL(", ").join(
+                    sql.SQL(f"${r * len(types) + i + 1}::{{}}").format(t) for i, t in enumerate(types)))
+                for r in range(n))
             names = [sql.Identifier(f"c{i}") for i in range(len(columns))]
             values: list[sql.Composable] = []
             for column, name in zip(columns, names, strict=True):
@@ -351,7 +357,7 @@ class Statements:
             source = sql.SQL(
                 "SELECT {} FROM (VALUES {}) AS v (tenant_, run_, branch_, lock_, {}) "
                 "LEFT JOIN LATERAL {}(v.tenant_, v.run_, v.branch_, v.lock_) AS l ON TRUE").format(
-                sql.SQL(", ").join(values), sql.SQL(", ").join([row] * n), sql.SQL(", ").join(names), function)
+                sql.SQL(", ").join(values), rows, sql.SQL(", ").join(names), function)
             return sql.SQL("{} RETURNING id, parent_ids, sequence").format(self._upsert_sql(kind_layout, source))
 
         return self.rendered(("append_many", n), build)
@@ -385,3 +391,12 @@ class Statements:
                 self.table(kind_layout), sql.SQL(", ").join(sets), self.select_list(kind_layout))
 
         return self.rendered(("update", kind_layout.kind, tuple(assignments)), build)
+
+
+def numbered(fragment: bytes, first: int) -> str:
+    """A SQL fragment written for psycopg (%s placeholders, %% for a percent sign) with the server's
+    own placeholders instead: $first, $first + 1, ... (for a `Run.raw` statement)."""
+    import re
+
+    count = iter(range(first, first + fragment.count(b"%s") + 1))
+    return re.sub(r"%%|%s", lambda m: "%" if m.group() == "%%" else f"${next(count)}", fragment.decode())

@@ -40,12 +40,15 @@ class Connect:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One statement. Sent back by `result`: None, the first row (or None), every row, the row count."""
+    """One statement. Sent back by `result`: None, the first row (or None), every row, the row count.
+    With `raw` its placeholders are the server's own ($1, $2, ...), sent as they are: psycopg parses
+    a statement's %s anew on every execution once it is over 4 KB or 50 parameters (a group's)."""
 
     statement: bytes | str
     params: Sequence[Any] | None = None
     result: Result = "none"
     binary: bool = False
+    raw: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,7 +80,7 @@ def _steps(conn: Connection, plan: Plan[T]) -> T:
 def _execute(conn: Connection, step: Any) -> Any:
     kind = type(step)
     if kind is Run:
-        cursor = conn.cursor(binary=step.binary)
+        cursor = _cursor(conn, step)
         cursor.execute(step.statement, step.params)
         return _result(cursor, step)
     if kind is RunMany:
@@ -90,7 +90,7 @@ def _execute(conn: Connection, step: Any) -> Any:
         cursors = []
         with conn.pipeline(), conn.transaction() if step.transaction else nullcontext():
             for part in step.steps:
-                cursor = conn.cursor(binary=type(part) is Run and part.binary)
+                cursor = _cursor(conn, part)
                 if type(part) is Run:
                     cursor.execute(part.statement, part.params)
                 else:
@@ -105,6 +105,18 @@ def _execute(conn: Connection, step: Any) -> Any:
                 copy.write_row(row)
         return None
     raise TypeError(f"a plan yielded {step!r} after connecting")
+
+
+def _cursor(conn: Connection, step: Run | RunMany) -> psycopg.Cursor[Any]:
+    """A cursor for `step`: binary results if it asks for them, a raw cursor for a `raw` statement."""
+    if type(step) is Run and step.raw:
+        import psycopg
+        from psycopg.pq import Format
+
+        raw: psycopg.Cursor[Any] = psycopg.RawCursor(conn)
+        raw.format = Format.BINARY if step.binary else Format.TEXT
+        return raw
+    return conn.cursor(binary=type(step) is Run and step.binary)
 
 
 def _result(cursor: psycopg.Cursor[Any], step: Run | RunMany) -> Any:
