@@ -358,3 +358,18 @@ def test_concurrent_small_puts_of_one_kind_land_as_put_one_at_a_time(url: str, g
 
     asyncio.run(scenario())
     assert max(groups["insert"]) > 3, groups
+
+
+def test_the_sync_driver_runs_a_group_plan_too(url: str) -> None:
+    """The group plans are plans like any (steps.py): the sync backend's driver runs a search group's
+    raw statement and gets each query's hits as its searches alone."""
+    from mnemostore.backends.postgres import PostgresBackend
+
+    records = _search_store(url)
+    queries = [np.asarray(records[i].embedding) for i in (3, 50, 120)]
+    with mnemostore.open(url) as store:
+        backend = store.backend
+        assert isinstance(backend, PostgresBackend)
+        grouped = backend._run(plans.search_many(backend, "heuristic", None, queries, 5, None, False))
+        for query, hits in zip(queries, grouped, strict=True):
+            _same_hits(hits, store.search("heuristic", query, k=5, vectors=False))

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 from time import monotonic
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany
+from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany, cursor_for
 
 if TYPE_CHECKING:
     import psycopg
@@ -152,15 +152,10 @@ async def _execute(conn: AsyncConnection, step: Any) -> Any:
 
 
 def _cursor(conn: AsyncConnection, step: Run | RunMany) -> psycopg.AsyncCursor[Any]:
-    """A cursor for `step`: binary results if it asks for them, a raw cursor for a `raw` statement."""
-    if type(step) is Run and step.raw:
-        import psycopg
-        from psycopg.pq import Format
+    import psycopg
 
-        raw: psycopg.AsyncCursor[Any] = psycopg.AsyncRawCursor(conn)
-        raw.format = Format.BINARY if step.binary else Format.TEXT
-        return raw
-    return conn.cursor(binary=type(step) is Run and step.binary)
+    found: psycopg.AsyncCursor[Any] = cursor_for(conn, step, psycopg.AsyncRawCursor)
+    return found
 
 
 async def _result(cursor: psycopg.AsyncCursor[Any], step: Run | RunMany) -> Any:

@@ -82,3 +82,15 @@ class Copy:
 
 Step = Prepare | Connect | Run | RunMany | Pipelined | Copy
 Plan = Generator[Step, Any, T]
+
+
+def cursor_for(conn: Any, step: Run | RunMany, raw_cursor: Callable[[Any], Any]) -> Any:
+    """A driver's cursor for `step` on `conn`: binary results if it asks for them; made by
+    `raw_cursor` (psycopg's RawCursor or AsyncRawCursor) for a `raw` statement."""
+    if type(step) is Run and step.raw:
+        from psycopg.pq import Format
+
+        raw = raw_cursor(conn)
+        raw.format = Format.BINARY if step.binary else Format.TEXT
+        return raw
+    return conn.cursor(binary=type(step) is Run and step.binary)

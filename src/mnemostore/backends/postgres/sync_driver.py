@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany
+from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany, cursor_for
 
 if TYPE_CHECKING:
     import psycopg
@@ -108,15 +108,10 @@ def _execute(conn: Connection, step: Any) -> Any:
 
 
 def _cursor(conn: Connection, step: Run | RunMany) -> psycopg.Cursor[Any]:
-    """A cursor for `step`: binary results if it asks for them, a raw cursor for a `raw` statement."""
-    if type(step) is Run and step.raw:
-        import psycopg
-        from psycopg.pq import Format
+    import psycopg
 
-        raw: psycopg.Cursor[Any] = psycopg.RawCursor(conn)
-        raw.format = Format.BINARY if step.binary else Format.TEXT
-        return raw
-    return conn.cursor(binary=type(step) is Run and step.binary)
+    found: psycopg.Cursor[Any] = cursor_for(conn, step, psycopg.RawCursor)
+    return found
 
 
 def _result(cursor: psycopg.Cursor[Any], step: Run | RunMany) -> Any:
