@@ -373,3 +373,26 @@ def test_the_sync_driver_runs_a_group_plan_too(url: str) -> None:
         grouped = backend._run(plans.search_many(backend, "heuristic", None, queries, 5, None, False))
         for query, hits in zip(queries, grouped, strict=True):
             _same_hits(hits, store.search("heuristic", query, k=5, vectors=False))
+
+
+def test_concurrent_explicit_parent_saves_go_in_put_groups_and_form_their_chains(
+        url: str, groups: dict[str, list[int]]) -> None:
+    """40 tasks each save a root and four children, each naming the one before as its parent: the
+    writes go in groups (one kind's puts) and every run is the chain its task made."""
+
+    async def scenario() -> None:
+        async with await mnemostore.open_async(url) as store:
+            async def task(t: int) -> list[Any]:
+                saved = [await store.checkpoints.save(f"p-{t}", {"step": 0}, parent=None)]
+                for step in range(1, 5):
+                    saved.append(await store.checkpoints.save(f"p-{t}", {"step": step}, parent=saved[-1]))
+                return saved
+
+            made = await asyncio.gather(*(task(t) for t in range(40)))
+            for t, saved in enumerate(made):
+                history = await store.checkpoints.history(f"p-{t}")
+                assert history == saved
+                _chain_of(history)
+
+    asyncio.run(scenario())
+    assert max(groups["insert"]) > 1, groups
