@@ -109,12 +109,13 @@ class Lane(Generic[I, R]):
     def _take(self) -> list[tuple[I, asyncio.Future[R]]]:
         """The next group: queued calls in order, up to `limit` (then down to one of `sizes`),
         skipping those cancelled and leaving in the queue (in order) those that share a key with
-        one taken or left before."""
+        one taken or left before; at most `SCANNED` x `limit` calls are looked at (saves of
+        one run queued by the thousand go one per group, not one scan of them all per group)."""
         taken: list[tuple[I, asyncio.Future[R]]] = []
         seen: list[tuple[I, asyncio.Future[R]]] = []
         used: set[Hashable] = set()
         queue = self.queue
-        while queue and len(taken) < self.limit:
+        while queue and len(taken) < self.limit and len(seen) < SCANNED * self.limit:
             member = queue.popleft()
             if member[1].done():
                 continue
@@ -162,5 +163,7 @@ class Lanes:
         return found
 
 
+SCANNED = 4
+"""How many calls per place in a group `Lane._take` looks at, at most."""
 MAX_IDLE_LANES = 256
 """Lanes kept before the idle ones are dropped (a program cycling through filter shapes makes one each)."""
