@@ -58,15 +58,17 @@ async def ticking() -> AsyncIterator[Callable[[], Awaitable[float]]]:
 
 
 def bench_async(results: Results, n: int, n_postgres: int, tasks: int, repeat: int, tmp: Path,
-                with_postgres: bool) -> None:
+                with_postgres: bool, postgres_only: bool = False) -> None:
     """The lag row and the tasks rows on sqlite, then (with pgserver) postgres's rows on a server of
-    their own; `n` heuristics are put under the lag row and searched by the sqlite tasks."""
+    their own; `n` heuristics are put under the lag row and searched by the sqlite tasks. With
+    `postgres_only`, postgres's rows alone."""
     vectors = unit_vectors(n, seed=5)
     queries = unit_vectors(STEPS, seed=6)
-    _bench_lag(results, tmp, n, vectors, queries, repeat)
-    _bench_tasks(results, "sqlite", f"sqlite:///{tmp / 'async-tasks.db'}", n, vectors, queries, tasks, repeat,
-                 at=0.8)
-    _bench_vector_engines(results, tmp, vectors, queries, tasks, repeat)
+    if not postgres_only:
+        _bench_lag(results, tmp, n, vectors, queries, repeat)
+        _bench_tasks(results, "sqlite", f"sqlite:///{tmp / 'async-tasks.db'}", n, vectors, queries, tasks, repeat,
+                     at=0.8)
+        _bench_vector_engines(results, tmp, vectors, queries, tasks, repeat)
     if not with_postgres:
         return
     try:

@@ -3,6 +3,7 @@
     python bench/run.py            # the full run (several minutes; the server groups take most)
     python bench/run.py --quick    # smaller sizes (a few minutes; the sqlite groups alone under a minute)
     python bench/run.py --repeat 7 --only search,checkpoints
+    python bench/run.py --only async-postgres   # the async group's postgres rows alone
 
 Not a test: nothing here asserts; the MET column compares each row with the issue's target.
 """
@@ -75,7 +76,7 @@ QUICK = Sizes(put=10_000, file_small=1_000, file_large=10_000, search=(10_000,),
               langgraph=50, graph_steps=50, langgraph_store=200, async_n=10_000, async_postgres_n=500,
               async_tasks=20)
 GROUPS = ("import", "put", "file", "search", "checkpoints", "copy", "postgres", "chroma", "qdrant", "langgraph",
-          "async")
+          "async", "async-postgres")
 
 
 def backend_problem(scheme: str) -> str | None:
@@ -129,6 +130,9 @@ def main() -> int:
                                                             sizes.langgraph_store, repeat, tmp, sizes.queries)),
             ("async", "sqlite", lambda: bench_async(results, sizes.async_n, sizes.async_postgres_n, sizes.async_tasks,
                                                     repeat, tmp, backend_problem("postgresql") is None)),
+            ("async-postgres", "postgresql", lambda: bench_async(
+                results, sizes.async_n, sizes.async_postgres_n, sizes.async_tasks, repeat, tmp, True,
+                postgres_only=True)),
         ]
         for group, scheme, run in plan:
             if group not in groups:

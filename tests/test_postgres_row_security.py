@@ -321,3 +321,38 @@ def test_an_application_kinds_table_is_made_with_the_policy_by_a_role_that_may_c
         with raw(as_role(url, app_role)) as conn:
             conn.execute("SELECT set_config('mnemostore.tenant', 'tenant:b', false)")
             assert conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table(url, SPECIMEN))).fetchone() == (1,)
+
+
+def test_async_groups_under_forced_policies_keep_each_tenant_to_its_rows(
+        postgres_server: PostgresTestServer, owner_role: str) -> None:
+    """Two AsyncStores (tenants a and b) on one forced-policy store save, put and search concurrently
+    through the async side's groups (async_groups.py): a group is one tenant's, named to the
+    policies, so each tenant's chains, records and hits are its own."""
+    import asyncio
+
+    import numpy as np
+
+    url = as_role(postgres_server.url(row_security="force"), owner_role)
+    with mnemostore.open(url, tenant="a", dimension=DIMENSION), mnemostore.open(url, tenant="b"):
+        pass
+    found = vectors(40, DIMENSION, seed=3)
+
+    async def work(tenant: str) -> None:
+        async with await mnemostore.open_async(url, tenant=tenant) as store:
+            records = [make("heuristic", i, tenant_id=tenant, embedding=found[i]) for i in range(40)]
+            await asyncio.gather(*(store.heuristics.put([r]) for r in records))
+            saves = await asyncio.gather(*(store.checkpoints.save(f"run-{i % 5}", {"t": tenant, "i": i})
+                                           for i in range(30)))
+            hits = await asyncio.gather(*(store.search("heuristic", np.asarray(found[i]), k=3) for i in range(40)))
+            assert [h[0].record.id for h in hits] == [r.id for r in records]
+            assert all(hit.record.tenant_id == tenant for h in hits for hit in h)
+            for run in range(5):
+                history = await store.checkpoints.history(f"run-{run}")
+                assert sorted(c.id for c in history) == sorted(c.id for c in saves if c.run_id == f"run-{run}")
+                assert [c.sequence for c in history] == list(range(6))
+                assert {c.state["t"] for c in history} == {tenant}
+
+    async def both() -> None:
+        await asyncio.gather(work("a"), work("b"))
+
+    asyncio.run(both())

@@ -13,7 +13,7 @@ from contextlib import nullcontext
 from time import monotonic
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany
+from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany, cursor_for
 
 if TYPE_CHECKING:
     import psycopg
@@ -124,7 +124,7 @@ async def _steps(conn: AsyncConnection, plan: Plan[T]) -> T:
 async def _execute(conn: AsyncConnection, step: Any) -> Any:
     kind = type(step)
     if kind is Run:
-        cursor = _raw_cursor(conn) if step.raw else conn.cursor(binary=step.binary)
+        cursor = _cursor(conn, step)
         await cursor.execute(step.statement, step.params)
         return await _result(cursor, step)
     if kind is RunMany:
@@ -134,7 +134,7 @@ async def _execute(conn: AsyncConnection, step: Any) -> Any:
         cursors = []
         async with conn.pipeline(), conn.transaction() if step.transaction else nullcontext():
             for part in step.steps:
-                cursor = conn.cursor(binary=type(part) is Run and part.binary)
+                cursor = _cursor(conn, part)
                 if type(part) is Run:
                     await cursor.execute(part.statement, part.params)
                 else:
@@ -151,10 +151,11 @@ async def _execute(conn: AsyncConnection, step: Any) -> Any:
     raise TypeError(f"a plan yielded {step!r} after connecting")
 
 
-def _raw_cursor(conn: AsyncConnection) -> psycopg.AsyncCursor[Any]:
-    from psycopg import AsyncRawCursor
+def _cursor(conn: AsyncConnection, step: Run | RunMany) -> psycopg.AsyncCursor[Any]:
+    import psycopg
 
-    return AsyncRawCursor(conn)
+    found: psycopg.AsyncCursor[Any] = cursor_for(conn, step, psycopg.AsyncRawCursor)
+    return found
 
 
 async def _result(cursor: psycopg.AsyncCursor[Any], step: Run | RunMany) -> Any:

@@ -198,6 +198,12 @@ def search(backend: PostgresBackend, kind: str, tenant: str | None, vector: Vect
     yield from connect(backend, f"searching {kind} records", tenant)
     exact = backend.options.index == "exact"
     found = yield from nearest(backend, kind_layout, tenant, vector, k, where, exact, vectors)
+    return (yield from _hits(backend, kind_layout, tenant, vector, k, where, vectors, found, exact))
+
+
+def _hits(backend: PostgresBackend, kind_layout: KindLayout, tenant: str | None, vector: Vector, k: int,
+          where: Expr | None, vectors: bool, found: list[tuple[Any, ...]], exact: bool) -> Plan[list[Hit]]:
+    """The hits of the rows `nearest` found, after the exact scan if the index's rows may be short of them."""
     if not exact and (len(found) < k or (len(found) > k and found[k][-1] == found[k - 1][-1])
                       or any(row[-1] != row[-1] for row in found)):
         # The index scan gave up early (a very selective filter), a tie straddles the k-th
@@ -206,6 +212,50 @@ def search(backend: PostgresBackend, kind: str, tenant: str | None, vector: Vect
         # k whenever k match, ties broken by id.
         found = yield from nearest(backend, kind_layout, tenant, vector, k, where, True, vectors)
     return decode.hits(kind_layout, found[:k], vector, k, backend.params.metric, vectors)
+
+
+def searches_grouped(backend: PostgresBackend, k: int) -> bool:
+    """Whether searches for `k` can go in groups (`search_many`): the index search with the
+    session's preset settings, on the store's own pool."""
+    options = backend.options
+    return backend._own_pool and options.index != "exact" and k <= options.hnsw_ef_search
+
+
+def search_many(backend: PostgresBackend, kind: str, tenant: str | None, queries: Sequence[Vector], k: int,
+                where: Expr | None, vectors: bool = True) -> Plan[list[list[Hit]]]:
+    """`search` of each query vector, the index walks in one statement (`searches_grouped` must hold):
+    each query's hits are those `search` returns for it alone."""
+    kind_layout = yield from readable(backend, kind)
+    if kind_layout is None:
+        return [[] for _ in queries]
+    yield from vectors_typed(backend)
+    yield from connect(backend, f"searching {kind} records", tenant)
+    statements, estimates = backend.statements, backend.row_estimates
+    hinted = where is None or estimates.scope_index_pays(kind_layout.table)
+    condition, condition_params = statements.condition(kind_layout, where, hinted)
+    statement = statements.nearest_many(kind_layout, backend.params.metric, vectors, condition, k + 1, len(queries))
+    rows = yield from _counted(backend, kind_layout, where, Run(
+        statement, [*queries, tenant_key(tenant), *condition_params], "all", binary=True, raw=True))
+    found: list[list[tuple[Any, ...]]] = [[] for _ in queries]
+    for row in rows:
+        if row[-1] is not None:  # records without an embedding sort last: dropped, as `nearest` does
+            found[row[0] - 1].append(row[1:])
+    hits = []
+    for query, rows_of in zip(queries, found, strict=True):
+        hits.append((yield from _hits(backend, kind_layout, tenant, query, k, where, vectors, rows_of, False)))
+    return hits
+
+
+def _counted(backend: PostgresBackend, kind_layout: KindLayout, where: Expr | None,
+             run: Run) -> Plan[list[tuple[Any, ...]]]:
+    """`run`'s rows; with a filter, the table's row estimate read in the same round trip when it is due."""
+    estimates = backend.row_estimates
+    if where is None or not estimates.stale(kind_layout.table):
+        rows: list[tuple[Any, ...]] = yield run
+        return rows
+    found = yield Pipelined((run, Run(backend.statements.row_estimate(kind_layout), None, "one")), transaction=False)
+    estimates.record(kind_layout.table, None if found[-1] is None else found[-1][0])
+    return found[0]  # type: ignore[no-any-return]
 
 
 def explain_search(backend: PostgresBackend, kind: str, tenant: str | None, vector: Vector, k: int,
@@ -360,6 +410,30 @@ def append_checkpoint(backend: PostgresBackend, record: Checkpoint) -> Plan[Chec
                         "limit)") from None
     assert parent is not None
     return link_parent(record, None if parent[0] is None else (parent[0], parent[1]))
+
+
+def groupable_append(record: Checkpoint) -> bool:
+    """Whether `append_checkpoints` can write `record` in a group (a root, as the facade makes them)."""
+    return not record.parent_ids and record.sequence == 0
+
+
+def append_checkpoints(backend: PostgresBackend, records: Sequence[Checkpoint]) -> Plan[list[Checkpoint]]:
+    """`append_checkpoint` of each record (roots of one tenant, on distinct runs or branches, with
+    distinct ids) in one statement: one commit for them all. Each row links to its own run's latest
+    (`checkpoint_latest`, its lock taken in key order: two groups never wait on each other in a
+    circle). An error fails them all; the caller retries them one by one (async_groups.py)."""
+    yield from vectors_typed(backend)
+    kind_layout = backend._layout("checkpoint")
+    tenant = tenant_key(records[0].tenant_id)
+    lock_key = backend.names.append_lock_key
+    params: list[Any] = []
+    for lock, record in sorted(((lock_key(tenant, r.run_id, r.branch_id), r) for r in records),
+                               key=lambda pair: pair[0]):
+        params += [tenant, record.run_id, record.branch_id, lock, *kind_layout.encode(record)]
+    yield from connect(backend, f"writing {len(records)} checkpoints", records[0].tenant_id)
+    rows = yield Run(backend.statements.append_many(kind_layout, len(records)), params, "all", binary=True, raw=True)
+    linked = {id: (parents[0], sequence - 1) if parents else None for id, parents, sequence in rows}
+    return [link_parent(record, linked[record.id]) for record in records]
 
 
 def update(backend: PostgresBackend, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],

@@ -210,6 +210,34 @@ class Statements:
 
         return self.rendered(("nearest", kind_layout.kind, metric, exact, vectors, explain, condition, limit), build)
 
+    def nearest_many(self, kind_layout: KindLayout, metric: str, vectors: bool, condition: bytes, limit: int,
+                     n: int) -> bytes:
+        """`nearest`'s index search for `n` query vectors in one statement (a group: async_groups.py):
+        each walks the index in a LATERAL subquery of its own; rows start with the query's number
+        (1 to n), in order of query, then distance. Its placeholders are $1, $2, ... (`Run.raw`):
+        the queries, the tenant, then the condition's parameters."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            operator = sql.SQL("OPERATOR({}.{})").format(
+                sql.Identifier(self.names.vector_schema), sql.SQL(OPERATORS[metric]))
+            vector = sql.Identifier(self.names.vector_schema, "vector")
+            queries = sql.SQL(", ").join(sql.SQL(f"({i + 1}, ${i + 1}::{{}})").format(vector) for i in range(n))
+            table = self.table(kind_layout)
+            columns = [sql.Identifier("t", column) for column in kind_layout.data_columns]
+            if vectors:
+                columns.append(sql.Identifier("t", "embedding"))
+            return sql.SQL(
+                "SELECT q.n, {columns}, s.distance FROM (VALUES {queries}) AS q (n, v) CROSS JOIN LATERAL "
+                "(SELECT ctid AS row_ref, embedding {operator} q.v AS distance FROM {table} "
+                "WHERE tenant = ${tenant} AND {condition} ORDER BY distance LIMIT {limit}) AS s "
+                "JOIN {table} AS t ON t.ctid = s.row_ref ORDER BY q.n, s.distance"
+            ).format(columns=sql.SQL(", ").join(columns), queries=queries, operator=operator, table=table,
+                     tenant=sql.SQL(str(n + 1)), condition=sql.SQL(numbered(condition, n + 2)),
+                     limit=sql.Literal(limit))
+
+        return self.rendered(("nearest_many", kind_layout.kind, metric, vectors, condition, limit, n), build)
+
     # writing ---------------------------------------------------------------------------
     def upsert(self, kind_layout: KindLayout, keep_existing: bool = False, keep_created: bool = False,
                rows: int = 1) -> bytes:
@@ -312,6 +340,39 @@ class Statements:
 
         return self.rendered(("append",), build)
 
+    def append_many(self, kind_layout: KindLayout, n: int) -> bytes:
+        """`append` of `n` checkpoints in one statement (a group commit: async_groups.py): each row
+        of the VALUES list is (tenant, run, branch, lock key, `write_columns`) and takes its parent
+        from its own `checkpoint_latest` call, in the rows' order; returns each row's id, parent_ids
+        and sequence (the parent, if one was found, is parent_ids[1] at sequence - 1). Its
+        placeholders are $1, $2, ... (`Run.raw`)."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            columns = kind_layout.write_columns
+            types = [sql.SQL("text")] * 3 + [sql.SQL("bigint")] + self._column_types(kind_layout)
+            rows = sql.SQL(", ").join(
+                sql.SQL("({})").format(sql.SQL(", ").join(
+                    sql.SQL(f"${r * len(types) + i + 1}::{{}}").format(t) for i, t in enumerate(types)))
+                for r in range(n))
+            names = [sql.Identifier(f"c{i}") for i in range(len(columns))]
+            values: list[sql.Composable] = []
+            for column, name in zip(columns, names, strict=True):
+                value: sql.Composable = sql.SQL("v.{}").format(name)
+                if column == "sequence":
+                    value = sql.SQL("coalesce(l.sequence + 1, {})").format(value)
+                elif column == "parent_ids":
+                    value = sql.SQL("CASE WHEN l.id IS NULL THEN {} ELSE ARRAY[l.id] END").format(value)
+                values.append(value)
+            function = self.names.table(self.names.prefix + "checkpoint_latest")
+            source = sql.SQL(
+                "SELECT {} FROM (VALUES {}) AS v (tenant_, run_, branch_, lock_, {}) "
+                "LEFT JOIN LATERAL {}(v.tenant_, v.run_, v.branch_, v.lock_) AS l ON TRUE").format(
+                sql.SQL(", ").join(values), rows, sql.SQL(", ").join(names), function)
+            return sql.SQL("{} RETURNING id, parent_ids, sequence").format(self._upsert_sql(kind_layout, source))
+
+        return self.rendered(("append_many", n), build)
+
     def _column_types(self, kind_layout: KindLayout) -> list[sql.Composable]:
         """The SQL types of `write_columns`, for casts: the names of `copy_types`' OIDs."""
         from psycopg import sql
@@ -341,3 +402,12 @@ class Statements:
                 self.table(kind_layout), sql.SQL(", ").join(sets), self.select_list(kind_layout))
 
         return self.rendered(("update", kind_layout.kind, tuple(assignments)), build)
+
+
+def numbered(fragment: bytes, first: int) -> str:
+    """A SQL fragment written for psycopg (%s placeholders, %% for a percent sign) with the server's
+    own placeholders instead: $first, $first + 1, ... (for a `Run.raw` statement)."""
+    import re
+
+    count = iter(range(first, first + fragment.count(b"%s") + 1))
+    return re.sub(r"%%|%s", lambda m: "%" if m.group() == "%%" else f"${next(count)}", fragment.decode())

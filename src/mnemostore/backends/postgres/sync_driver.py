@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany
+from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany, cursor_for
 
 if TYPE_CHECKING:
     import psycopg
@@ -80,7 +80,7 @@ def _steps(conn: Connection, plan: Plan[T]) -> T:
 def _execute(conn: Connection, step: Any) -> Any:
     kind = type(step)
     if kind is Run:
-        cursor = _raw_cursor(conn) if step.raw else conn.cursor(binary=step.binary)
+        cursor = _cursor(conn, step)
         cursor.execute(step.statement, step.params)
         return _result(cursor, step)
     if kind is RunMany:
@@ -90,7 +90,7 @@ def _execute(conn: Connection, step: Any) -> Any:
         cursors = []
         with conn.pipeline(), conn.transaction() if step.transaction else nullcontext():
             for part in step.steps:
-                cursor = conn.cursor(binary=type(part) is Run and part.binary)
+                cursor = _cursor(conn, part)
                 if type(part) is Run:
                     cursor.execute(part.statement, part.params)
                 else:
@@ -107,10 +107,11 @@ def _execute(conn: Connection, step: Any) -> Any:
     raise TypeError(f"a plan yielded {step!r} after connecting")
 
 
-def _raw_cursor(conn: Connection) -> psycopg.Cursor[Any]:
-    from psycopg import RawCursor
+def _cursor(conn: Connection, step: Run | RunMany) -> psycopg.Cursor[Any]:
+    import psycopg
 
-    return RawCursor(conn)
+    found: psycopg.Cursor[Any] = cursor_for(conn, step, psycopg.RawCursor)
+    return found
 
 
 def _result(cursor: psycopg.Cursor[Any], step: Run | RunMany) -> Any:
