@@ -185,7 +185,13 @@ def raw_row(d: dict[str, Any]) -> tuple[Any, ...]:
             orjson.dumps({"metadata": d["metadata"]}), d["metadata"], d["embedding"])
 
 
-def bench_postgres(results: Results, n_put: int, n_search: int, repeat: int, tmp: Path, queries: int) -> None:
+PARTS = ("put", "search", "checkpoints")
+"""The postgres group's parts; `--only postgres-search` (or `-put`, `-checkpoints`) runs one on its own."""
+
+
+def bench_postgres(results: Results, n_put: int, n_search: int, repeat: int, tmp: Path, queries: int,
+                   parts: tuple[str, ...] = PARTS) -> None:
+    """The group's `parts` on one server: put, search (the large search too in full runs), checkpoints."""
     with ExitStack() as stack:
         try:
             base = stack.enter_context(postgres_server(tmp))
@@ -194,10 +200,13 @@ def bench_postgres(results: Results, n_put: int, n_search: int, repeat: int, tmp
             return
         raw = RawPostgres(base)
         stack.callback(raw.close)
-        _bench_put(results, base, raw, n_put, repeat)
-        _bench_search(results, base, raw, n_search, repeat, queries)
-        _bench_checkpoints(results, base, 200 if n_search >= 10_000 else 50, repeat)
-        if n_search >= 10_000:
+        if "put" in parts:
+            _bench_put(results, base, raw, n_put, repeat)
+        if "search" in parts:
+            _bench_search(results, base, raw, n_search, repeat, queries)
+        if "checkpoints" in parts:
+            _bench_checkpoints(results, base, 200 if n_search >= 10_000 else 50, repeat)
+        if "search" in parts and n_search >= 10_000:
             _bench_large_search(results, base, raw, LARGE_SEARCH * n_search, repeat, queries)
 
 
