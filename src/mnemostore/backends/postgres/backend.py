@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import select
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, suppress
 from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -299,15 +299,17 @@ class PostgresBackend(Backend):
         rollback an autocommit connection does not need (a search's client time is mostly such
         layers): of our own pool, one kept from an earlier call if there is one
         (kept_connections.py); `_give` returns it."""
-        from psycopg_pool import PoolTimeout
-
         pool = self._pool
         if pool is None:
             raise BackendError(f"{self!r} is closed")
         try:
             conn: Connection = pool.getconn() if self._kept is None else self._kept.take()
-        except PoolTimeout as exc:
-            raise self._no_connection(exc) from None
+        except Exception as exc:
+            from psycopg_pool import PoolTimeout  # here, not per call: a `from … import` costs ~1 us
+
+            if isinstance(exc, PoolTimeout):
+                raise self._no_connection(exc) from None
+            raise
         return conn
 
     def _give(self, conn: Connection) -> None:
@@ -457,9 +459,8 @@ class PostgresBackend(Backend):
 
     # the protocol's calls: plans (plans.py) run by the sync driver -----------------------
     def _run(self, plan: Plan[T]) -> T:
-        from .sync_driver import run
-
-        return run(self, plan)
+        result: T = (_sync_run or _load_sync_driver())(self, plan)
+        return result
 
     def read_meta(self, key: str) -> Any:
         return self._run(plans.read_meta(self, key))
@@ -612,6 +613,19 @@ class PostgresBackend(Backend):
         reason = (self._scrub(exc).splitlines() or [""])[0]  # the rest repeats the statement
         return (f"layout migration {migration.id!r} ({direction}) failed on {self.url.masked} {where}: "
                 f"{type(exc).__name__}: {reason}; {outcome}")
+
+
+_sync_run: Callable[[PostgresBackend, Plan[Any]], Any] | None = None
+"""sync_driver.run once loaded (`_load_sync_driver`): a call's `from … import` costs ~1 us each time."""
+
+
+def _load_sync_driver() -> Callable[[PostgresBackend, Plan[Any]], Any]:
+    """sync_driver.run, imported on the first call (it imports psycopg)."""
+    global _sync_run
+    from .sync_driver import run
+
+    _sync_run = run
+    return run
 
 
 def _readable(conn: Connection) -> bool:
