@@ -3,10 +3,10 @@ threads share them safely, a broken one is replaced, the pool's max holds, close
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -73,28 +73,21 @@ def test_threads_share_the_kept_connections_within_the_pools_max(store: Store) -
     connections exist."""
     backend = backend_of(store)
     matrix = vectors(8 * 30, 8, seed=3)
-    errors: list[BaseException] = []
-    sizes: list[int] = []
 
-    def work(worker: int) -> None:
-        try:
-            for i in range(30):
-                n = worker * 30 + i
-                record = make("heuristic", n, agent=f"w{worker}", embedding=matrix[n])
-                store.heuristics.put([record])
-                assert store.heuristics.get(record.id) == record
-                assert store.heuristics.search(matrix[n], k=1, where=F.agent == f"w{worker}")[0].record.id == record.id
-                assert backend._pool is not None
-                sizes.append(backend._pool.get_stats()["pool_size"])
-        except BaseException as exc:
-            errors.append(exc)
+    def work(worker: int) -> list[int]:
+        sizes = []
+        for i in range(30):
+            n = worker * 30 + i
+            record = make("heuristic", n, agent=f"w{worker}", embedding=matrix[n])
+            store.heuristics.put([record])
+            assert store.heuristics.get(record.id) == record
+            assert store.heuristics.search(matrix[n], k=1, where=F.agent == f"w{worker}")[0].record.id == record.id
+            assert backend._pool is not None
+            sizes.append(backend._pool.get_stats()["pool_size"])
+        return sizes
 
-    threads = [threading.Thread(target=work, args=(worker,)) for worker in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    with ThreadPoolExecutor(8) as threads:
+        sizes = [size for sizes in threads.map(work, range(8)) for size in sizes]  # a thread's error raises here
     assert store.heuristics.count() == 240
     assert max(sizes) <= 2
     assert sessions(backend, lambda n: n <= 2) <= 2
