@@ -86,8 +86,8 @@ def server_cpu(base_url: str) -> Callable[[], float]:
 
     with psycopg.connect(base_url) as conn:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    assert row is not None
-    postmaster = int(_proc_stat(int(row[0]))[1])  # the backend's parent
+        assert row is not None
+        postmaster = int(_proc_stat(int(row[0]))[1])  # the backend's parent (read while it lives)
     tick = os.sysconf("SC_CLK_TCK")
 
     def read() -> float:
@@ -104,6 +104,36 @@ def server_cpu(base_url: str) -> Callable[[], float]:
         return total / tick
 
     return read
+
+
+def session_cpu(conn: Any) -> Callable[[], float]:
+    """A reader of the CPU seconds the server process serving psycopg connection `conn` has used."""
+    import os
+
+    pid, tick = conn.info.backend_pid, os.sysconf("SC_CLK_TCK")
+    return lambda: sum(int(value) for value in _proc_stat(pid)[11:13]) / tick
+
+
+CPU_ROUNDS = 4
+"""Times `cpu_per_call` goes through the queries: /proc counts CPU in 10 ms ticks, so over 50
+searches of ~2 ms a tick is 0.2 ms a search; over 200, 0.05 ms."""
+
+
+def cpu_per_call(fn: Callable[[int], object], calls: int, server: Callable[[], float]) -> tuple[float, float]:
+    """Seconds of CPU per `fn(i)` over `CPU_ROUNDS` times `calls` calls in a row: the client's
+    (`process_time`) and the server session's (`server`, /proc ticks)."""
+    client, served = time.process_time(), server()
+    for _ in range(CPU_ROUNDS):
+        for i in range(calls):
+            fn(i)
+    done = CPU_ROUNDS * calls
+    return (time.process_time() - client) / done, (server() - served) / done
+
+
+def _cpu_note(ours: tuple[float, float], raw: tuple[float, float]) -> str:
+    return (f"CPU per search, client + server session: mnemostore {1000 * ours[0]:.3f} + {1000 * ours[1]:.3f} ms, "
+            f"raw {1000 * raw[0]:.3f} + {1000 * raw[1]:.3f} ms "
+            f"({(raw[0] + raw[1]) / (ours[0] + ours[1]):.2f}x)")
 
 
 def _proc_stat(pid: int) -> list[str]:
@@ -185,7 +215,13 @@ def raw_row(d: dict[str, Any]) -> tuple[Any, ...]:
             orjson.dumps({"metadata": d["metadata"]}), d["metadata"], d["embedding"])
 
 
-def bench_postgres(results: Results, n_put: int, n_search: int, repeat: int, tmp: Path, queries: int) -> None:
+PARTS = ("put", "search", "checkpoints")
+"""The postgres group's parts; `--only postgres-search` (or `-put`, `-checkpoints`) runs one on its own."""
+
+
+def bench_postgres(results: Results, n_put: int, n_search: int, repeat: int, tmp: Path, queries: int,
+                   parts: tuple[str, ...] = PARTS) -> None:
+    """The group's `parts` on one server: put, search (the large search too in full runs), checkpoints."""
     with ExitStack() as stack:
         try:
             base = stack.enter_context(postgres_server(tmp))
@@ -194,10 +230,13 @@ def bench_postgres(results: Results, n_put: int, n_search: int, repeat: int, tmp
             return
         raw = RawPostgres(base)
         stack.callback(raw.close)
-        _bench_put(results, base, raw, n_put, repeat)
-        _bench_search(results, base, raw, n_search, repeat, queries)
-        _bench_checkpoints(results, base, 200 if n_search >= 10_000 else 50, repeat)
-        if n_search >= 10_000:
+        if "put" in parts:
+            _bench_put(results, base, raw, n_put, repeat)
+        if "search" in parts:
+            _bench_search(results, base, raw, n_search, repeat, queries)
+        if "checkpoints" in parts:
+            _bench_checkpoints(results, base, 200 if n_search >= 10_000 else 50, repeat)
+        if "search" in parts and n_search >= 10_000:
             _bench_large_search(results, base, raw, LARGE_SEARCH * n_search, repeat, queries)
 
 
@@ -258,6 +297,7 @@ def _bench_search(results: Results, base: str, raw: RawPostgres, n: int, repeat:
         ours_fallbacks = _fallbacks(store, lambda: [search(q, k=K, vectors=False) for q in qs])
         ours_fallbacks_f = _fallbacks(store, lambda: [search(q, k=K, where=where, vectors=False) for q in qs])
         t: dict[str, list[float]] = {}
+        cpu: dict[str, list[tuple[float, float]]] = {}
         for _ in range(repeat):
             for key, value in [*_staggered({
                 "ours": lambda i: search(qs[i], k=K, vectors=False),
@@ -272,19 +312,23 @@ def _bench_search(results: Results, base: str, raw: RawPostgres, n: int, repeat:
                 "raw_exact": lambda i: raw.exact_search(table, qs[i]),
             }, queries).items()]:
                 t.setdefault(key, []).append(value)
+            for key, spent in _cpu_per_search(url, raw, table, qs, where).items():
+                cpu.setdefault(key, []).append(spent)
     raw.conn.execute("RESET hnsw.ef_search")
     m = {key: median(values) for key, values in t.items()}
+    c = _median_cpu(cpu)
     label = f"postgres top-{K} search {n:,} x384"
     sql = "SQL ORDER BY <=> LIMIT 10"
     rows = [
         Row(f"{label} (hnsw, ef_search {ef_search})", m["ours"], m["raw"], baseline_name=sql, target=SEARCH_TARGET,
-            note=f"same table, same columns; {_narrow(m['narrow'])}; second (exact) queries: {ours_fallbacks}/"
-                 f"{queries}; loading {n:,} records into the HNSW-indexed table took {loaded:.1f} s"),
+            note=f"same table, same columns; {_cpu_note(c['ours'], c['raw'])}; {_narrow(m['narrow'])}; second "
+                 f"(exact) queries: {ours_fallbacks}/{queries}; loading {n:,} records into the HNSW-indexed table "
+                 f"took {loaded:.1f} s"),
         Row(f"{label}, agent filter (10%)", m["ours_f"], m["raw_f"], baseline_name=f"{sql}, WHERE agent",
             target=SEARCH_TARGET, note=f"both with hnsw.iterative_scan = strict_order; queries short of {K} "
                                        f"results: mnemostore {ours_short}/{queries}, raw {raw_short}/{queries}; "
-                                       f"{_narrow(m['narrow_f'])}; second (exact) queries: {ours_fallbacks_f}/"
-                                       f"{queries}"),
+                                       f"{_cpu_note(c['ours_f'], c['raw_f'])}; {_narrow(m['narrow_f'])}; second "
+                                       f"(exact) queries: {ours_fallbacks_f}/{queries}"),
         Row(f"{label} (index=exact)", m["exact"], m["raw_exact"], baseline_name=f"{sql}, index scan off",
             note=f"queries whose top-{K} differs from numpy's: mnemostore {exact_misses}/{queries}, "
                  f"raw {raw_exact_misses}/{queries}"),
@@ -296,6 +340,27 @@ def _bench_search(results: Results, base: str, raw: RawPostgres, n: int, repeat:
         if row.target:
             row.met = _within(row)
         results.add(row)
+
+
+def _cpu_per_search(url: str, raw: RawPostgres, table: str, qs: Any, where: Any) -> dict[str, tuple[float, float]]:
+    """Each side's CPU per search, plain and agent-filtered (`cpu_per_call`), each on one server session:
+    mnemostore through a store of one pooled connection, which its calls keep taking."""
+    raw_server, calls = session_cpu(raw.conn), len(qs)
+    with mnemostore.open(f"{url}&pool_max_size=1") as store:
+        search = store.heuristics.search
+        search(qs[0], k=K, vectors=False)
+        with store.backend._connection() as conn:  # type: ignore[attr-defined]
+            ours_server = session_cpu(conn)
+        return {
+            "ours": cpu_per_call(lambda i: search(qs[i], k=K, vectors=False), calls, ours_server),
+            "raw": cpu_per_call(lambda i: raw.search(table, qs[i]), calls, raw_server),
+            "ours_f": cpu_per_call(lambda i: search(qs[i], k=K, where=where, vectors=False), calls, ours_server),
+            "raw_f": cpu_per_call(lambda i: raw.search(table, qs[i], FILTER_AGENT), calls, raw_server),
+        }
+
+
+def _median_cpu(cpu: dict[str, list[tuple[float, float]]]) -> dict[str, tuple[float, float]]:
+    return {key: (median([c for c, _ in spent]), median([s for _, s in spent])) for key, spent in cpu.items()}
 
 
 def _within(row: Row) -> bool:
@@ -388,6 +453,7 @@ def _bench_large_search(results: Results, base: str, raw: RawPostgres, n: int, r
     where = mnemostore.F.agent == FILTER_AGENT
     recalls: dict[int, tuple[float, float]] = {}
     t: dict[str, list[float]] = {}
+    cpu: dict[str, list[tuple[float, float]]] = {}
     for ef in sorted({40, ef_default, 200}):
         raw.conn.execute(f"SET hnsw.ef_search = {ef}")
         with mnemostore.open(f"{url}&hnsw_ef_search={ef}") as store:
@@ -419,15 +485,19 @@ def _bench_large_search(results: Results, base: str, raw: RawPostgres, n: int, r
                     "narrow_f": lambda i: raw.narrow_search(table, qs[i], FILTER_AGENT),
                 }, queries).items()]:
                     t.setdefault(key, []).append(value)
+                for key, spent in _cpu_per_search(f"{url}&hnsw_ef_search={ef}", raw, table, qs, where).items():
+                    cpu.setdefault(key, []).append(spent)
     raw.conn.execute("RESET hnsw.ef_search")
     m = {key: median(values) for key, values in t.items()}
+    c = _median_cpu(cpu)
     recall = recalls[ef_default][0]
     label = f"postgres top-{K} search {n:,} x384 clustered"
     sweep = ", ".join(f"ef_search {ef}: recall {r:.3f}, {ms:.2f} ms" for ef, (r, ms) in recalls.items())
     top = Row(f"{label} (hnsw, ef_search {ef_default})", m["ours"], m["raw"], baseline_name="SQL ORDER BY <=> LIMIT 10",
               target=f"{SEARCH_TARGET}, <= 3 ms, recall >= 0.95",
               note=f"{CLUSTERS} clusters (see clustered_vectors); recall@{K} vs numpy's exact top-{K}: mnemostore "
-                   f"{recall:.3f}, raw SQL {raw_recall:.3f}; {_narrow(m['narrow'])}; second (exact) queries: "
+                   f"{recall:.3f}, raw SQL {raw_recall:.3f}; {_cpu_note(c['ours'], c['raw'])}; "
+                   f"{_narrow(m['narrow'])}; second (exact) queries: "
                    f"{fallbacks}/{queries}; loading {n:,} records with index=exact took "
                    f"{loaded:.1f} s, building the HNSW index over them {built:.1f} s; by ef_search: {sweep}")
     top.met = _within(top) and m["ours"] <= 0.003 and recall >= 0.95
@@ -435,7 +505,8 @@ def _bench_large_search(results: Results, base: str, raw: RawPostgres, n: int, r
     filtered_row = Row(f"{label}, agent filter (10%)", m["ours_f"], m["raw_f"], baseline_name="SQL ..., WHERE agent",
                        target=f"{SEARCH_TARGET}, k results whenever k match",
                        note=f"queries short of {K} results: mnemostore {ours_short}/{queries}, raw "
-                            f"{raw_short}/{queries}; {_narrow(m['narrow_f'])}; second (exact) queries: "
+                            f"{raw_short}/{queries}; {_cpu_note(c['ours_f'], c['raw_f'])}; "
+                            f"{_narrow(m['narrow_f'])}; second (exact) queries: "
                             f"{fallbacks_f}/{queries}")
     filtered_row.met = _within(filtered_row) and ours_short == 0
     results.add(filtered_row)

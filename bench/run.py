@@ -31,7 +31,7 @@ from case_chroma import bench_chroma
 from case_copy import bench_copy
 from case_import import bench_import
 from case_langgraph import bench_langgraph
-from case_postgres import bench_postgres
+from case_postgres import PARTS, bench_postgres
 from case_put import bench_file_put, bench_file_single_put, bench_sqlite_put
 from case_qdrant import bench_qdrant
 from case_search import bench_search
@@ -77,6 +77,9 @@ QUICK = Sizes(put=10_000, file_small=1_000, file_large=10_000, search=(10_000,),
               async_tasks=20)
 GROUPS = ("import", "put", "file", "search", "checkpoints", "copy", "postgres", "chroma", "qdrant", "langgraph",
           "async", "async-postgres")
+POSTGRES_PARTS = tuple(f"postgres-{part}" for part in PARTS)
+"""One part of the postgres group on its own (`--only postgres-search`: the search rows, 100,000 included
+in full runs, without the puts and checkpoints)."""
 
 
 def backend_problem(scheme: str) -> str | None:
@@ -93,7 +96,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (a few minutes)")
     parser.add_argument("--repeat", type=int, help="repeats per measurement; the median is reported "
                                                    "(default 5, or 3 with --quick)")
-    parser.add_argument("--only", help=f"comma-separated groups to run: {','.join(GROUPS)}")
+    parser.add_argument("--only", help=f"comma-separated groups to run: {','.join(GROUPS + POSTGRES_PARTS)}")
     parser.add_argument("--dir", type=Path, help="where to put the benchmark's stores (default: a temp dir)")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
@@ -101,8 +104,13 @@ def main() -> int:
     if repeat < 1:
         parser.error("--repeat must be at least 1")
     groups = set(args.only.split(",")) if args.only else set(GROUPS)
-    if groups - set(GROUPS):
-        parser.error(f"unknown groups: {', '.join(sorted(groups - set(GROUPS)))}; choose from {', '.join(GROUPS)}")
+    if groups - set(GROUPS) - set(POSTGRES_PARTS):
+        parser.error(f"unknown groups: {', '.join(sorted(groups - set(GROUPS) - set(POSTGRES_PARTS)))}; choose from "
+                     f"{', '.join(GROUPS + POSTGRES_PARTS)}")
+    postgres_parts = PARTS if "postgres" in groups else tuple(
+        part for part in PARTS if f"postgres-{part}" in groups)
+    if postgres_parts:
+        groups.add("postgres")
 
     print(f"mnemostore {mnemostore.__version__} | Python {platform.python_version()} | sqlite {sqlite3.sqlite_version}"
           f" | numpy {np.__version__} | {os.cpu_count()} CPUs (load {os.getloadavg()[0]:.1f}) | repeat {repeat}"
@@ -122,7 +130,7 @@ def main() -> int:
             ("checkpoints", "sqlite", lambda: bench_checkpoints(results, sizes.checkpoints, repeat, tmp)),
             ("copy", "sqlite", lambda: bench_copy(results, sizes.copy, sizes.copy_small, min(repeat, 3), tmp)),
             ("postgres", "postgresql", lambda: bench_postgres(results, sizes.postgres_put, sizes.postgres_search,
-                                                              repeat, tmp, sizes.queries)),
+                                                              repeat, tmp, sizes.queries, postgres_parts)),
             ("chroma", "chroma", lambda: bench_chroma(results, sizes.chroma, repeat, tmp, sizes.queries)),
             ("qdrant", "qdrant", lambda: bench_qdrant(results, sizes.qdrant_disk, sizes.qdrant_memory, repeat, tmp,
                                                       sizes.queries)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import select
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, suppress
 from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -35,6 +35,7 @@ from ...migrations.ledger import LEDGER_KEY
 from ...migrations.model import LayoutMigration
 from . import plans
 from .async_side import AsyncPostgresSide
+from .kept_connections import KeptConnections
 from .layout import KindLayout, layout
 from .migrations import HISTORY, NEWEST_LAYOUT_VERSION
 from .options import PostgresOptions
@@ -92,6 +93,8 @@ class PostgresBackend(Backend):
         super().__init__(url, options)
         self._pool: ConnectionPool[Any] | None = None
         self._own_pool = False
+        self._kept: KeptConnections | None = None
+        """Our own pool's connections kept between calls (kept_connections.py); None for a borrowed pool."""
         self._names: Names | None = None
         self._vector_oid = 0
         self._vectors_ready: int | None = None
@@ -193,6 +196,7 @@ class PostgresBackend(Backend):
                     open=False, configure=self._configure, check=self._check,
                     timeout=options.pool_timeout, name=f"mnemostore:{options.schema_name}", num_workers=2)
                 self._own_pool = True
+                self._kept = KeptConnections(self._pool, self._check)
                 self._pool.open(wait=False)
 
     def _setup(self, conn: Connection) -> None:
@@ -258,6 +262,8 @@ class PostgresBackend(Backend):
     def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None and self._own_pool:
+            if self._kept is not None:
+                self._kept.close()
             pool.close()
 
     def describe(self) -> dict[str, Any]:
@@ -291,21 +297,26 @@ class PostgresBackend(Backend):
     def _take(self) -> Connection:
         """A connection of the pool, taken without the pool's context manager, whose commit or
         rollback an autocommit connection does not need (a search's client time is mostly such
-        layers); `_give` returns it."""
-        from psycopg_pool import PoolTimeout
-
+        layers): of our own pool, one kept from an earlier call if there is one
+        (kept_connections.py); `_give` returns it."""
         pool = self._pool
         if pool is None:
             raise BackendError(f"{self!r} is closed")
         try:
-            conn: Connection = pool.getconn()
-        except PoolTimeout as exc:
-            raise self._no_connection(exc) from None
+            conn: Connection = pool.getconn() if self._kept is None else self._kept.take()
+        except Exception as exc:
+            from psycopg_pool import PoolTimeout  # here, not per call: a `from … import` costs ~1 us
+
+            if isinstance(exc, PoolTimeout):
+                raise self._no_connection(exc) from None
+            raise
         return conn
 
     def _give(self, conn: Connection) -> None:
-        self._last_used[conn] = monotonic()
-        if self._pool is not None:
+        now = self._last_used[conn] = monotonic()
+        if self._kept is not None:
+            self._kept.give(conn, now)  # after close: to the closed pool, which closes it
+        elif self._pool is not None:
             self._pool.putconn(conn)
 
     @contextmanager
@@ -448,9 +459,8 @@ class PostgresBackend(Backend):
 
     # the protocol's calls: plans (plans.py) run by the sync driver -----------------------
     def _run(self, plan: Plan[T]) -> T:
-        from .sync_driver import run
-
-        return run(self, plan)
+        result: T = (_sync_run or _load_sync_driver())(self, plan)
+        return result
 
     def read_meta(self, key: str) -> Any:
         return self._run(plans.read_meta(self, key))
@@ -603,6 +613,19 @@ class PostgresBackend(Backend):
         reason = (self._scrub(exc).splitlines() or [""])[0]  # the rest repeats the statement
         return (f"layout migration {migration.id!r} ({direction}) failed on {self.url.masked} {where}: "
                 f"{type(exc).__name__}: {reason}; {outcome}")
+
+
+_sync_run: Callable[[PostgresBackend, Plan[Any]], Any] | None = None
+"""sync_driver.run once loaded (`_load_sync_driver`): a call's `from … import` costs ~1 us each time."""
+
+
+def _load_sync_driver() -> Callable[[PostgresBackend, Plan[Any]], Any]:
+    """sync_driver.run, imported on the first call (it imports psycopg)."""
+    global _sync_run
+    from .sync_driver import run
+
+    _sync_run = run
+    return run
 
 
 def _readable(conn: Connection) -> bool:

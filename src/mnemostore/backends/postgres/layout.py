@@ -31,6 +31,7 @@ import orjson
 
 from ...core.codec import binary_fields, fill_binary, instant_micros, parse_fields, trusted_record
 from ...core.compression import deflate, inflate, pack_payload, unpack_payload
+from ...core.jsonvalues import take_proven
 from ...core.kinds import record_type, scalar_type
 from ...core.records import KINDS, Record
 
@@ -178,26 +179,46 @@ class KindLayout:
         return tuple(row)
 
     def encode_doc(self, data: dict[str, Any]) -> bytes:
-        """The document fields as orjson, zstd-compressed from `COMPRESS_AT` bytes."""
-        return deflate(orjson.dumps({name: data[name] for name in self.doc_fields}), COMPRESS_AT)
+        """The document fields as orjson, zstd-compressed from `COMPRESS_AT` bytes. A checkpoint's
+        state goes in as the JSON its validation made just before (`take_proven`), not dumped again."""
+        doc = {name: data[name] for name in self.doc_fields}
+        state = doc.get("state")
+        if state is not None and (proven := take_proven(state)) is not None:
+            doc["state"] = orjson.Fragment(proven)
+        return deflate(orjson.dumps(doc), COMPRESS_AT)
 
     @staticmethod
     def encode_binary(value: bytes | None) -> bytes | None:
         """A bytes field's column value."""
         return None if value is None else pack_payload(value)
 
-    def decode(self, row: tuple[Any, ...], vector: Any = None) -> Record:
-        """Rebuild a record from a row read in `data_columns` order."""
+    @cached_property
+    def _list_and_binary_columns(self) -> tuple[int, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]:
+        """The document's index, and (field, its column's index) of the list and the bytes fields,
+        in a row read in `data_columns` order."""
         doc_index = len(self.data_columns) - 1
+        first_binary = doc_index - len(self.binary)
+        first_list = first_binary - len(self.lists)
+        return (doc_index, tuple((name, first_list + i) for i, name in enumerate(self.lists)),
+                tuple((name, first_binary + i) for i, name in enumerate(self.binary)))
+
+    def decode(self, row: tuple[Any, ...], vector: Any = None) -> Record:
+        """Rebuild a record from a row read in `data_columns` order. A document holding exactly
+        `doc_fields` (this layout's) makes a complete record with the columns: its fields are not
+        compared with the model's (a search builds ten records per call)."""
+        doc_index, lists, binary = self._list_and_binary_columns
         data = decode_doc(row[doc_index])
+        complete = data.keys() == self.doc_fields
         if self.doc_datetimes:
             parse_fields(self.cls, data)
-        for index, name in enumerate(self.lists, doc_index - len(self.binary) - len(self.lists)):
+        for name, index in lists:
             if row[index] is not None:
                 data[name] = row[index]
-        if self.binary:
+            else:  # from before layout 3: in the document, if anywhere
+                complete = False
+        if binary:
             fill_binary(data, {name: None if row[index] is None else unpack_payload(row[index])
-                               for index, name in enumerate(self.binary, doc_index - len(self.binary))})
+                               for name, index in binary})
         data["id"] = row[0]
         data["tenant_id"] = row[1] or None
         plain, datetimes = self._read_plan
@@ -207,7 +228,7 @@ class KindLayout:
             value = row[index]
             data[name] = None if value is None else decode_datetime(value, row[offset_index])
         data["embedding"] = vector
-        return trusted_record(self.cls, data)
+        return trusted_record(self.cls, data, complete)
 
 
 def decode_doc(doc: bytes) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import partial
+from math import isnan
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -205,7 +206,7 @@ def _hits(backend: PostgresBackend, kind_layout: KindLayout, tenant: str | None,
           where: Expr | None, vectors: bool, found: list[tuple[Any, ...]], exact: bool) -> Plan[list[Hit]]:
     """The hits of the rows `nearest` found, after the exact scan if the index's rows may be short of them."""
     if not exact and (len(found) < k or (len(found) > k and found[k][-1] == found[k - 1][-1])
-                      or any(row[-1] != row[-1] for row in found)):
+                      or any(map(isnan, map(decode.distance, found)))):
         # The index scan gave up early (a very selective filter), a tie straddles the k-th
         # place, or a distance is NaN (a zero vector, the query or a stored one, has no
         # direction; the exact scan scores it as cosine similarity 0): the exact scan returns

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
+from operator import itemgetter
 from typing import Any
 
 from ...core.protocol import Hit
@@ -56,8 +58,8 @@ def hits(kind_layout: KindLayout, rows: list[tuple[Any, ...]], vector: Vector, k
     if not rows:
         return []
     if not vectors:
-        convert = FROM_DISTANCE[metric]
-        return [Hit(kind_layout.decode(row), convert(row[-1])) for row in sorted(rows, key=_distance_then_id)]
+        convert, decode = FROM_DISTANCE[metric], kind_layout.decode
+        return [_hit((decode(row), convert(row[-1]))) for row in sorted(rows, key=_DISTANCE_THEN_ID)]
     from .adapters import decode_matrix
 
     matrix = decode_matrix([row[len(kind_layout.data_columns)] for row in rows])
@@ -65,8 +67,12 @@ def hits(kind_layout: KindLayout, rows: list[tuple[Any, ...]], vector: Vector, k
     return _rescore(records, matrix, vector, k, metric)
 
 
-def _distance_then_id(row: tuple[Any, ...]) -> tuple[float, str]:
-    return row[-1], row[0]
+distance = itemgetter(-1)
+"""A row of `Statements.nearest`'s distance (its last column)."""
+_DISTANCE_THEN_ID = itemgetter(-1, 0)
+"""A row's sort key: its distance, then its id (the server orders by distance only)."""
+_hit: Callable[[tuple[Record, float]], Hit] = partial(tuple.__new__, Hit)
+"""`Hit(record, score)` from a pair, without the named tuple's Python-level `__new__` (ten per search)."""
 
 
 def _rescore(records: list[Record], matrix: Any, vector: Vector, k: int, metric: str) -> list[Hit]:

@@ -1,15 +1,17 @@
-"""The sync backend's driver: a plan's steps (steps.py) on a connection of its psycopg pool."""
+"""The sync backend's driver: a plan's steps (steps.py) on a connection of its psycopg pool.
+
+The backend imports it at its first call (`backend._load_sync_driver`), so psycopg is imported here at the top."""
 
 from __future__ import annotations
 
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import psycopg
+
 from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany, cursor_for
 
 if TYPE_CHECKING:
-    import psycopg
-
     from .backend import PostgresBackend
 
     Connection = psycopg.Connection[tuple[Any, ...]]
@@ -36,8 +38,6 @@ def _connected(backend: PostgresBackend, connect: Connect, plan: Plan[T]) -> T:
     """The plan's statements on a pooled connection (`PostgresBackend._take`): our own pool's is
     in autocommit (see `PostgresBackend._configure`); a borrowed pool's is in a transaction,
     committed on success."""
-    import psycopg
-
     conn = backend._take()
     try:
         if backend._own_pool:
@@ -63,8 +63,6 @@ def _scoped(backend: PostgresBackend, conn: Connection, connect: Connect, plan: 
 
 def _steps(conn: Connection, plan: Plan[T]) -> T:
     """Each step the plan yields, executed, its result sent back (its driver error thrown in)."""
-    import psycopg
-
     send, value = plan.send, None
     while True:
         try:
@@ -108,8 +106,6 @@ def _execute(conn: Connection, step: Any) -> Any:
 
 
 def _cursor(conn: Connection, step: Run | RunMany) -> psycopg.Cursor[Any]:
-    import psycopg
-
     found: psycopg.Cursor[Any] = cursor_for(conn, step, psycopg.RawCursor)
     return found
 
