@@ -16,6 +16,7 @@ from typing import Any
 from .capabilities import Capability
 from .errors import ValidationError
 from .filters import RANGE_OPS, And, Cmp, Expr, Not, Or, bind, check_operand, walk
+from .jsonvalues import check_text
 from .protocol import OrderKey
 from .query import parse_order
 from .records import Record
@@ -80,7 +81,14 @@ class QueryShape:
             raise ValidationError.one("values", (f"missing {', '.join(missing)}" if missing else "")
                                       + ("; " if missing and extra else "")
                                       + (f"no param named {', '.join(extra)}" if extra else ""))
-        return {name: check_operand(*fields[name], value) for name, value in values.items()}
+        checked = {}
+        for name, value in values.items():
+            field, field_type, op = fields[name]
+            if type(value) is str and field_type is str and check_text(value) is None:  # ids, runs: most values
+                checked[name] = value
+            else:
+                checked[name] = check_operand(field, field_type, op, value)
+        return checked
 
     def where_with(self, values: Mapping[str, Any]) -> Expr:
         """The filter with each param replaced by its (checked) value: what `query` would be given."""

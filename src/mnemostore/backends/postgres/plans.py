@@ -113,8 +113,8 @@ def query(backend: PostgresBackend, kind: str, tenant: str | None, where: Expr |
 
 def query_shape(backend: PostgresBackend, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
                 limit: int | None, vectors: bool = True) -> Plan[list[Record]]:
-    """`query` of a shape: its condition compiled once per store (`Statements.condition` of the shape's
-    filter, whose params are `Slot`s), the values bound; a None value takes `query`."""
+    """`query` of a shape: its condition compiled once per store (`Statements.shape_condition`: the
+    params are `Slot`s), the values bound; a None value takes `query`."""
     from .sql_filters import bound_params  # imports psycopg: not before a store is opened
 
     if None in values.values():
@@ -122,7 +122,7 @@ def query_shape(backend: PostgresBackend, kind: str, tenant: str | None, shape: 
     kind_layout = yield from readable(backend, kind)
     if kind_layout is None:
         return []
-    condition, params = backend.statements.condition(kind_layout, shape.where)
+    condition, params = backend.statements.shape_condition(kind_layout, shape)
     return (yield from _ordered(backend, kind_layout, tenant, condition, bound_params(params, values), shape.order,
                                 limit, vectors))
 
