@@ -30,6 +30,8 @@ _EXPORTS: dict[str, str] = {
     "KINDS": "mnemostore.core.records",
     "register_kind": "mnemostore.core.kinds",
     "F": "mnemostore.core.filters",
+    "Param": "mnemostore.core.shapes",
+    "QueryShape": "mnemostore.core.shapes",
     "Backend": "mnemostore.core.protocol",
     "Hit": "mnemostore.core.protocol",
     "OrderKey": "mnemostore.core.protocol",
@@ -121,6 +123,8 @@ if TYPE_CHECKING:  # `X as X`: explicit re-exports for type checkers (mypy --str
     from .core.reducers import Reducer as Reducer
     from .core.reducers import register_reducer as register_reducer
     from .core.registry import registry as registry
+    from .core.shapes import Param as Param
+    from .core.shapes import QueryShape as QueryShape
     from .core.store import Store as Store
     from .core.store import open as open
     from .migrations.copying import copy as copy

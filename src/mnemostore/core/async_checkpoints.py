@@ -20,6 +20,7 @@ from .merging import check_parents, check_run, common_ancestor, merged_state
 from .protocol import LATEST_CHECKPOINT_ORDER
 from .records import Checkpoint, convert_validation_error
 from .reducers import fold, partial_update, plan
+from .shapes import Param, QueryShape
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -105,8 +106,10 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
 
     async def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
         """The checkpoint with the highest sequence (newest first on ties), or None."""
-        found = await self._store._backend_call("query", self.kind, self._store.tenant,
-                                                self._latest_filter(run_id, branch), LATEST_CHECKPOINT_ORDER, 1, True)
+        if branch is None:
+            found = await self.fetch(_LATEST_OF_RUN, {"run_id": run_id}, limit=1)
+        else:
+            found = await self.fetch(_LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}, limit=1)
         return found[0] if found else None
 
     async def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
@@ -212,6 +215,12 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
     def _run_filter(run_id: str, branch: str | None) -> Expr:
         expr: Expr = F.run_id == run_id
         return expr if branch is None else expr & (F.branch_id == branch)
+
+
+_LATEST_OF_RUN = QueryShape(Checkpoint, F.run_id == Param("run_id"), LATEST_CHECKPOINT_ORDER)
+_LATEST_ON_BRANCH = QueryShape(Checkpoint, (F.run_id == Param("run_id")) & (F.branch_id == Param("branch_id")),
+                               LATEST_CHECKPOINT_ORDER)
+"""`latest`'s queries, compiled once per store."""
 
 
 def _id_of(item: Any, field: str) -> str:

@@ -19,6 +19,7 @@ from .records import utcnow
 
 if TYPE_CHECKING:
     from .async_store import AsyncStore
+    from .shapes import QueryShape
 
 BATCH_PAUSE = 64
 """Records validated between two `Calls.pause()`: a big batch does not hold the event loop."""
@@ -156,6 +157,21 @@ class AsyncCollection(Generic[R]):
             "query", self.kind, self._store.tenant, self._bind(where),
             parse_order(order_by, self.record_cls), 1, vectors)
         return rows[0] if rows else None
+
+    async def fetch(self, shape: QueryShape, values: Mapping[str, Any], *, limit: int | None = None,
+                    vectors: bool = True) -> list[R]:
+        """Records matching a prepared `shape` with these values for its params, in its order, at
+        most `limit`: `query` of the same filter, without binding and compiling it on each call."""
+        if shape.record_cls is not self.record_cls:
+            raise ValidationError.one("shape", f"is a shape of {shape.kind} records, not {self.kind}")
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise ValidationError.one("limit", "must be a positive integer or None")
+        store = self._store
+        if not shape.needs <= store._capabilities:
+            store._bind(self.record_cls, shape.where_with(shape.check(values)))  # raises UnsupportedFilter
+        rows: list[R] = await store._backend_call(
+            "query_shape", self.kind, store.tenant, shape, shape.check(values), limit, vectors)
+        return rows
 
     async def iterate(self, where: Where = None, *, order_by: OrderBy = None, batch_size: int = 500,
                       vectors: bool = True) -> AsyncGenerator[R, None]:

@@ -2,7 +2,8 @@
 
 A backend whose driver has an async client names a subclass in `Backend.async_backend`. The side
 implements any of the protocol's calls (`DRIVER_CALLS`) as `async def`, with the sync method's
-arguments and results; core awaits those and runs the rest of the sync ones in the store's executor.
+arguments and results; core awaits those and runs the rest of the sync ones in the store's executor
+(but `query_shape` on a side with a native `query` only: that `query`, as `Backend.query_shape`'s default).
 It is made after the sync backend opened (and migrated), opened on the store's event loop, and
 closed before the sync backend.
 """

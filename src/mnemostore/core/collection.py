@@ -15,6 +15,7 @@ from .records import Record
 
 if TYPE_CHECKING:
     from .async_collection import AsyncAntiPatterns, AsyncCollection, AsyncHeuristics, AsyncOutcomes
+    from .shapes import QueryShape
 
 R = TypeVar("R", bound=Record)
 Where = Expr | Mapping[str, Any] | None
@@ -97,6 +98,12 @@ class Collection(Generic[R]):
     def first(self, where: Where = None, *, order_by: OrderBy = None, vectors: bool = True) -> R | None:
         """The first matching record in this order, or None (fetches exactly one)."""
         return self._run(self._async.first(where, order_by=order_by, vectors=vectors))
+
+    def fetch(self, shape: QueryShape, values: Mapping[str, Any], *, limit: int | None = None,
+              vectors: bool = True) -> list[R]:
+        """Records matching a prepared `shape` (`mnemostore.QueryShape`) with these values for its
+        params, in its order, at most `limit`: `query` of that filter, compiled once per shape."""
+        return self._run(self._async.fetch(shape, values, limit=limit, vectors=vectors))
 
     def iterate(self, where: Where = None, *, order_by: OrderBy = None, batch_size: int = 500,
                 vectors: bool = True) -> Iterator[R]:

@@ -64,6 +64,9 @@ class NativeCalls(ExecutorCalls):
 
     async def __call__(self, method: str, *args: Any) -> Any:
         if method not in self._native:
+            if method == "query_shape" and "query" in self._native:  # `Backend.query_shape`'s default, natively
+                kind, tenant, shape, values, limit, vectors = args
+                return await self("query", kind, tenant, shape.where_with(values), shape.order, limit, vectors)
             return await super().__call__(method, *args)
         try:
             return await getattr(self.side, method)(*args)

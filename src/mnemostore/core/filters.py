@@ -214,7 +214,7 @@ def _type_class(value: Any) -> str | None:
 _CLASS_OF_TYPE = {bool: "bool", int: "number", float: "number", str: "str", datetime: "datetime"}
 
 
-def _check_value(field: tuple[str, ...], field_type: type | None, op: str, value: Any) -> Any:
+def check_operand(field: tuple[str, ...], field_type: type | None, op: str, value: Any) -> Any:
     """Validate one operand against the field's type; return it in canonical form (errors name
     `where.<field>`, built only then: on every call it cost more than the checks)."""
     if value is None:
@@ -268,11 +268,11 @@ def bind(expr: Expr, filterable: Mapping[str, type]) -> Expr:
         if expr.op in ("in", "nin"):
             if not isinstance(expr.value, (tuple, list)):
                 raise ValidationError.one(_where(field), f"{expr.op} takes a list of values")
-            values = _distinct(_check_value(field, field_type, "eq", v) for v in expr.value)
+            values = _distinct(check_operand(field, field_type, "eq", v) for v in expr.value)
             return Cmp(field, expr.op, values)
         if expr.op not in _OPS:
             raise ValidationError.one(_where(field), f"unknown operator {expr.op!r}")
-        value = _check_value(field, field_type, expr.op, expr.value)
+        value = check_operand(field, field_type, expr.op, expr.value)
         return expr if value is expr.value else Cmp(field, expr.op, value)
     if isinstance(expr, (And, Or)):
         items = tuple([bind(item, filterable) for item in expr.items])

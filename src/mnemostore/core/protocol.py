@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..migrations.model import LayoutMigration
     from .async_protocol import AsyncBackend
     from .declarations import KindChange
+    from .shapes import QueryShape
     from .url import StoreURL
     from .vectors import Vector
 
@@ -252,6 +253,14 @@ class Backend(ABC):
         records = self.query(kind, tenant, where, order, limit, False)
         return [tuple(getattr(record, name) for name in fields) for record in records]
 
+    def query_shape(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                    limit: int | None, vectors: bool = True) -> list[Record]:
+        """`query` of a prepared shape (`core.shapes`) with these values (checked by core, one per param).
+
+        The default substitutes the values and calls `query`. Override to compile the shape once
+        (a shape compares by identity and lives long) and bind the values to that statement."""
+        return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
+
     def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         """Write `record` (parent_ids empty, sequence 0) as the child of the latest checkpoint of its
         tenant, run and branch, as `link_parent` links it, or as a root if there is none; return
@@ -337,8 +346,8 @@ class Backend(ABC):
 
 
 DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "put_missing", "put_keeping_created", "query",
-                "count", "delete", "update", "get", "query_values", "append_checkpoint", "search", "tenants",
-                "migration_lock", "legacy_layout", "evolve_kind", "describe")
+                "count", "delete", "update", "get", "query_values", "query_shape", "append_checkpoint", "search",
+                "tenants", "migration_lock", "legacy_layout", "evolve_kind", "describe")
 """The protocol methods whose non-mnemostore errors core turns into `BackendError`, on every path
 (the facade, the migration runner, copy, export). `exists` and `open` are wrapped where core calls
 them (`core.store.open_backend`: a missing driver module names the extra there), and `run_layout`

@@ -102,7 +102,7 @@ def records(draw: st.DrawFn, kind: str, max_size: int = 12) -> list[Record]:
     return batch
 
 
-def _values_for(field_type: type | None, op: str) -> st.SearchStrategy[Any]:
+def operands(field_type: type | None, op: str) -> st.SearchStrategy[Any]:
     """Operands a filter on a field of this type accepts for `op` (None where allowed)."""
     ranged = op in RANGE_OPS
     if field_type is None:
@@ -134,9 +134,9 @@ def comparisons(draw: st.DrawFn, kind: str, *, ranges: bool = True, metadata_key
         ops += sorted(RANGE_OPS)
     op = draw(st.sampled_from(ops))
     if op in ("in", "nin"):
-        value: Any = tuple(draw(st.lists(_values_for(field_type, "eq"), max_size=3)))
+        value: Any = tuple(draw(st.lists(operands(field_type, "eq"), max_size=3)))
     else:
-        value = draw(_values_for(field_type, op))
+        value = draw(operands(field_type, op))
     return Cmp(path, op, value)  # type: ignore[arg-type]
 
 

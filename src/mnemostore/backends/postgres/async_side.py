@@ -22,6 +22,7 @@ from ...core.async_protocol import AsyncBackend
 from ...core.filters import Expr, expression_key
 from ...core.protocol import Hit, OrderKey
 from ...core.records import Checkpoint, Record
+from ...core.shapes import QueryShape
 from ...core.vectors import Vector
 from . import plans
 from .async_groups import Lane, Lanes
@@ -162,6 +163,10 @@ class AsyncPostgresSide(AsyncBackend):
     async def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
                            limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
         return await self._run(plans.query_values(self.backend, kind, tenant, where, order, limit, fields))
+
+    async def query_shape(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                          limit: int | None, vectors: bool = True) -> list[Record]:
+        return await self._run(plans.query_shape(self.backend, kind, tenant, shape, values, limit, vectors))
 
     async def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         return await self._run(plans.get(self.backend, kind, tenant, ids, vectors))

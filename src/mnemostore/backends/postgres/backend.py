@@ -30,6 +30,7 @@ from ...core.errors import (
 from ...core.filters import Expr
 from ...core.protocol import Backend, Hit, OrderKey
 from ...core.records import KINDS, Checkpoint, Record
+from ...core.shapes import QueryShape
 from ...core.vectors import Vector
 from ...migrations.ledger import LEDGER_KEY
 from ...migrations.model import LayoutMigration
@@ -494,6 +495,10 @@ class PostgresBackend(Backend):
     def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
                      limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
         return self._run(plans.query_values(self, kind, tenant, where, order, limit, fields))
+
+    def query_shape(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                    limit: int | None, vectors: bool = True) -> list[Record]:
+        return self._run(plans.query_shape(self, kind, tenant, shape, values, limit, vectors))
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         return self._run(plans.get(self, kind, tenant, ids, vectors))

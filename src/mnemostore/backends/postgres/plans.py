@@ -19,6 +19,7 @@ from ...core.errors import UnsupportedCapability, ValidationError
 from ...core.filters import Expr
 from ...core.protocol import Hit, OrderKey, link_parent
 from ...core.records import KINDS, Checkpoint, Record
+from ...core.shapes import QueryShape
 from ...core.vectors import Vector
 from . import rows as decode
 from .layout import JsonbBytes, KindLayout, decode_doc, tenant_key
@@ -111,6 +112,27 @@ def query(backend: PostgresBackend, kind: str, tenant: str | None, where: Expr |
     if kind_layout is None:
         return []
     condition, params = backend.statements.condition(kind_layout, where)
+    return (yield from _ordered(backend, kind_layout, tenant, condition, params, order, limit, vectors))
+
+
+def query_shape(backend: PostgresBackend, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                limit: int | None, vectors: bool = True) -> Plan[list[Record]]:
+    """`query` of a shape: its condition compiled once per store (`Statements.shape_condition`: the
+    params are `Slot`s), the values bound; a None value takes `query`."""
+    from .sql_filters import bound_params  # imports psycopg: not before a store is opened
+
+    if None in values.values():
+        return (yield from query(backend, kind, tenant, shape.where_with(values), shape.order, limit, vectors))
+    kind_layout = yield from readable(backend, kind)
+    if kind_layout is None:
+        return []
+    condition, params = backend.statements.shape_condition(kind_layout, shape)
+    return (yield from _ordered(backend, kind_layout, tenant, condition, bound_params(params, values), shape.order,
+                                limit, vectors))
+
+
+def _ordered(backend: PostgresBackend, kind_layout: KindLayout, tenant: str | None, condition: bytes,
+             params: list[Any], order: Sequence[OrderKey], limit: int | None, vectors: bool) -> Plan[list[Record]]:
     statement = backend.statements.ordered(kind_layout, condition, vectors, order, limit is not None)
     return (yield from _records(backend, kind_layout, tenant, statement,
                                 [tenant_key(tenant), *params, *([] if limit is None else [limit])], vectors))

@@ -10,7 +10,8 @@ another JSON type (or a list or object) never compares, and a cast never fails.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -20,6 +21,7 @@ from psycopg import sql
 
 from ...core.filters import And, Cmp, Expr, Not, Or
 from ...core.protocol import OrderKey
+from ...core.shapes import Param
 from .layout import SCOPE_PREFIX, KindLayout, encode_datetime
 
 _OPS = {"eq": "=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -69,11 +71,20 @@ class FilterCompiler:
     def _column_leaf(self, field: str, op: str, value: Any) -> sql.Composable:
         column = sql.Identifier(self.layout.column_of(field))
         kind = str if field == "id" else self.layout.types[field]
+        if type(value) is Param:  # a shape's value, bound per call: compiled as for one that is not None
+            slot = Slot(value.name, kind)
+            if op == "ne":
+                return sql.SQL("{} IS DISTINCT FROM {}").format(column, self._param(slot))
+            found: sql.Composable = sql.SQL("{} {} {}").format(column, sql.SQL(_OPS[op]), self._param(slot))
+            if op == "eq" and self.scope_hints and field in self.layout.prefixed and kind is str:
+                found = sql.SQL("({} AND left({}, {}) = {})").format(
+                    found, column, sql.Literal(SCOPE_PREFIX), self._param(Slot(value.name, kind, prefix=True)))
+            return found
         if op in ("eq", "ne"):
             if value is None:
                 return sql.SQL("{} IS NULL" if op == "eq" else "{} IS NOT NULL").format(column)
             template = "{} = {}" if op == "eq" else "{} IS DISTINCT FROM {}"
-            found: sql.Composable = sql.SQL(template).format(column, self._param(_column_value(kind, value)))
+            found = sql.SQL(template).format(column, self._param(_column_value(kind, value)))
             if op == "eq" and self.scope_hints and field in self.layout.prefixed and isinstance(value, str):
                 found = sql.SQL("({} AND left({}, {}) = {})").format(
                     found, column, sql.Literal(SCOPE_PREFIX), self._param(value[:SCOPE_PREFIX]))
@@ -121,6 +132,25 @@ class FilterCompiler:
         return sql.SQL(
             "CASE WHEN jsonb_typeof({}) = 'number' THEN {}::numeric {} {}::numeric ELSE FALSE END"
         ).format(self._item(key), self._item(key), symbol, self._param(bound))
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """Where a compiled shape's parameters take a call's value of the param `name`: as the column of
+    type `kind` holds it, or its first `SCOPE_PREFIX` characters (`prefix`: a scope index's hint)."""
+
+    name: str
+    kind: type
+    prefix: bool = False
+
+    def value(self, values: Mapping[str, Any]) -> Any:
+        value = values[self.name]
+        return value[:SCOPE_PREFIX] if self.prefix else _column_value(self.kind, value)
+
+
+def bound_params(params: Sequence[Any], values: Mapping[str, Any]) -> list[Any]:
+    """A compiled shape's parameters with a call's values (none None: `IS NULL` is other SQL) in its slots."""
+    return [p.value(values) if type(p) is Slot else p for p in params]
 
 
 def _any(parts: Sequence[sql.Composable]) -> sql.Composable:

@@ -17,6 +17,7 @@ from .layout import KindLayout, offset_column
 if TYPE_CHECKING:
     from psycopg import sql
 
+    from ...core.shapes import QueryShape
     from .schema import Names
 
 STATEMENT_CACHE_SIZE = 512
@@ -71,6 +72,13 @@ class Statements:
 
         key = ("where", kind_layout.kind, expression_key(where), scope_hints)
         found: tuple[bytes, list[Any]] = self.cached(key, build)
+        return found
+
+    def shape_condition(self, kind_layout: KindLayout, shape: QueryShape) -> tuple[bytes, list[Any]]:
+        """`condition` of a shape's filter (its params as `sql_filters.Slot`s), kept by the shape itself:
+        no key is made of its filter on each call."""
+        found: tuple[bytes, list[Any]] = self.cached(
+            ("shape", kind_layout.kind, shape), lambda: self.condition(kind_layout, shape.where))
         return found
 
     def row_estimate(self, kind_layout: KindLayout) -> bytes:

@@ -16,11 +16,12 @@ from ...core import codec
 from ...core.capabilities import Capability
 from ...core.declarations import KindChange, backfill_value
 from ...core.errors import ConfigError, SchemaMismatch, StoreClosed, StoreTooNew
-from ...core.filters import And, Cmp, Expr
+from ...core.filters import Expr
 from ...core.kinds import record_type
 from ...core.private_files import create_file, make_directories
 from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent, with_created
 from ...core.records import Checkpoint, Record
+from ...core.shapes import QueryShape
 from ...core.url import StoreURL
 from ...core.vectors import Vector
 from ...core.vectorsearch import prepare_query
@@ -32,7 +33,8 @@ from .connections import Connections, open_file
 from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, KindSQL, Layout, tenant_key
-from .sql_filters import INLINE_LIMIT, order_sql, where_sql
+from .selects import SHAPES_KEPT, Select, by_id_range
+from .sql_filters import INLINE_LIMIT, bindable, bound_params, order_sql, where_sql
 from .vector_cache import VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
 
@@ -150,6 +152,8 @@ class SQLiteBackend(Backend):
         self._db = Connections(path, options.busy_timeout, options.synchronous)
         self._kinds = {kind: KindSQL.of(layout) for kind, layout in LAYOUTS.items()}
         """Each kind's statements: the built-in ones now, an application's on first use (`_kind`)."""
+        self._shapes: dict[tuple[Any, ...], tuple[Select, list[Any]]] = {}
+        """Compiled query shapes (`query_shape`), by shape, `vectors` and limit form."""
         try:
             self._db.write(_bootstrap)
         except BaseException:
@@ -218,6 +222,7 @@ class SQLiteBackend(Backend):
         self.db.write(work)
         self._cache = None
         self._kinds = {kind: KindSQL.of(layout) for kind, layout in LAYOUTS.items()}  # others: looked up again
+        self._shapes.clear()
 
     def tenants(self, kind: str) -> list[str | None]:
         prepared = self._kind(kind)
@@ -299,6 +304,7 @@ class SQLiteBackend(Backend):
 
         self.db.write(work)
         self._kinds.pop(kind, None)
+        self._shapes.clear()
 
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
@@ -341,26 +347,47 @@ class SQLiteBackend(Backend):
             return []
         layout = prepared.layout
         condition, params = where_sql(layout, where)
-        # Order and limit on seqs first: SQLite's sorter would otherwise carry every
-        # matching document (a run's 50 KB checkpoints) through the sort.
-        sql = (f"SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} "
-               f"ORDER BY {order_sql(layout, order)}")
-        args: list[Any] = [tenant_key(tenant), *params]
-        if limit == 1:  # first(): one statement, its own snapshot
-            one = f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE seq = ({sql} LIMIT 1)"
-            rows = self.db.one_read(lambda conn: conn.execute(one, args).fetchall())
+        select = Select.of(layout, condition, order, limit, vectors, by_id_range(where, order))
+        return self._select(layout, select, [tenant_key(tenant), *params], limit, vectors)
+
+    def query_shape(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                    limit: int | None, vectors: bool = True) -> list[Record]:
+        """The shape's statement, compiled on its first call (per limit form and `vectors`), with
+        the values bound; a value the statement was not compiled for (None, an int beyond 64 bits)
+        takes `query`."""
+        prepared = self._kind(kind)
+        if prepared is None:
+            return []
+        if not all(map(bindable, values.values())):
+            return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
+        layout = prepared.layout
+        key = (shape, vectors, limit == 1, limit is None)
+        found = self._shapes.get(key)
+        if found is None:
+            if len(self._shapes) >= SHAPES_KEPT:
+                self._shapes.clear()
+            condition, params = where_sql(layout, shape.where)
+            select = Select.of(layout, condition, shape.order, limit, vectors, by_id_range(shape.where, shape.order))
+            found = self._shapes[key] = (select, params)
+        select, params = found
+        return self._select(layout, select, [tenant_key(tenant), *bound_params(params, values)], limit, vectors)
+
+    def _select(self, layout: Layout, select: Select, args: list[Any], limit: int | None,
+                vectors: bool) -> list[Record]:
+        """Run a `Select` with its arguments (the tenant first; the limit is appended here)."""
+        sql = select.sql
+        if select.mode == "first":
+            rows = self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
             return schema.decode_rows(layout, rows)
         if limit is not None:
-            sql += " LIMIT ?"
             args.append(limit)
-        if _by_id_range(where, order):  # the (tenant, id) index both selects and orders: no sorter to carry docs
-            whole = f"SELECT {layout.read_columns(vectors)} {sql[len('SELECT seq '):]}"
-            rows = self.db.one_read(lambda conn: conn.execute(whole, args).fetchall())
+        if select.mode == "whole":
+            rows = self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
             return schema.decode_rows(layout, rows)
 
         def work(conn: sqlite3.Connection) -> list[Record]:
             seqs = [seq for seq, in conn.execute(sql, args)]
-            found = _records_by_seq(conn, kind, layout, seqs, vectors)
+            found = _records_by_seq(conn, layout, seqs, vectors)
             return [found[seq] for seq in seqs]
 
         return self.db.read(work)
@@ -489,7 +516,7 @@ class SQLiteBackend(Backend):
             ranked = work(conn)
             if not ranked:
                 return []
-            records = _records_by_seq(conn, kind, layout, [seq for seq, _ in ranked], vectors)
+            records = _records_by_seq(conn, layout, [seq for seq, _ in ranked], vectors)
             return [Hit(records[seq], score) for seq, score in ranked if seq in records]
 
         hits = self.db.read(fetch)
@@ -503,15 +530,6 @@ class SQLiteBackend(Backend):
             files = VectorFiles(self.path, self.db, metric) if vector_file.SUPPORTED else None
             cache = self._cache = VectorCache(metric, files)
         return cache
-
-
-def _by_id_range(where: Expr | None, order: Sequence[OrderKey]) -> bool:
-    """Whether a query is ordered by id alone and bounded by an id comparison at its top level
-    (an id range, as the LangGraph saver reads a checkpoint with its writes)."""
-    if len(order) != 1 or order[0].field != "id":
-        return False
-    terms = where.items if isinstance(where, And) else (where,)
-    return any(isinstance(term, Cmp) and term.field == ("id",) and term.op != "ne" for term in terms)
 
 
 _PLAIN_TYPES = (str, int, float)
@@ -585,7 +603,7 @@ def _matching_seqs(conn: sqlite3.Connection, layout: Layout, tenant: str, where:
     return np.array(orjson.loads(found), dtype=np.int64)
 
 
-def _records_by_seq(conn: sqlite3.Connection, kind: str, layout: Layout, seqs: list[int],
+def _records_by_seq(conn: sqlite3.Connection, layout: Layout, seqs: list[int],
                     vectors: bool) -> dict[int, Record]:
     if not seqs:
         return {}

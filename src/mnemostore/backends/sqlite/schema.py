@@ -145,7 +145,12 @@ class Layout:
     def read_columns(self, vectors: bool = True) -> str:
         """What a read selects to rebuild a record (`decode_rows`): the document, the vector (NULL
         without `vectors`), then the bytes fields' columns."""
-        return ", ".join(["doc", "vec" if vectors else "NULL", *(quote(f) for f in self.binary)])
+        return self._read_columns[vectors]
+
+    @cached_property
+    def _read_columns(self) -> dict[bool, str]:
+        return {vectors: ", ".join(["doc", "vec" if vectors else "NULL", *(quote(f) for f in self.binary)])
+                for vectors in (False, True)}
 
     def insert_sql(self, keep_existing: bool = False, rows: int = 1) -> str:
         """INSERT of `rows` rows in `row_encoder` order: replacing a stored (tenant, id), or leaving it."""

@@ -11,7 +11,8 @@ equal nothing).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ import orjson
 from ...core.filters import And, Cmp, Expr, Not, Or
 from ...core.jsonvalues import INT64_MAX, INT64_MIN
 from ...core.protocol import OrderKey
+from ...core.shapes import Param
 from .schema import Layout, sql_value
 
 INLINE_LIMIT = 250
@@ -157,21 +159,49 @@ def _column(layout: Layout, cmp: Cmp, out: Compiled) -> None:
             _in_list(column, kept, out)
         out.parts.append("))")
         return
+    if type(value) is Param:  # a shape's value, bound per call: one a column can hold (see `Slot`)
+        out.parts.append(_comparison(column, op, True))
+        out.params.append(Slot(value.name, field_type))
+        return
     bound = _number_bound(op, sql_value(field_type, value))
     if isinstance(bound, bool):
         out.parts.append(_TRUE if bound else _FALSE)
         return
     op, value = bound
-    if op == "eq" and value is not None:  # `=`, not `IS`: with an ORDER BY that fits another index SQLite
-        # uses an index for `=` only; `IS NOT NULL` makes a NULL column false, not unknown, under NOT
-        out.parts.append(f"({column} = ? AND {column} IS NOT NULL)")
-    elif op == "eq":
-        out.parts.append(f"({column} IS ?)")
-    elif op == "ne":
-        out.parts.append(f"({column} IS NOT ?)")
-    else:
-        out.parts.append(f"({column} IS NOT NULL AND {column} {_SQL_OPS[op]} ?)")
+    out.parts.append(_comparison(column, op, value is not None))
     out.params.append(value)
+
+
+def _comparison(column: str, op: str, present: bool) -> str:
+    """`column <op> ?`, two-valued, for a value that is `present` (not None) or None."""
+    if op == "eq" and present:  # `=`, not `IS`: with an ORDER BY that fits another index SQLite
+        # uses an index for `=` only; `IS NOT NULL` makes a NULL column false, not unknown, under NOT
+        return f"({column} = ? AND {column} IS NOT NULL)"
+    if op == "eq":
+        return f"({column} IS ?)"
+    if op == "ne":
+        return f"({column} IS NOT ?)"
+    return f"({column} IS NOT NULL AND {column} {_SQL_OPS[op]} ?)"
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """Where a compiled shape's parameter list takes a call's value of the param `name`, as the
+    column of `field_type` stores it. Compiled for a value that is not None and, for an int, within
+    64 bits (`bindable`): other values give other SQL, and take the plain path."""
+
+    name: str
+    field_type: type
+
+
+def bindable(value: Any) -> bool:
+    """Whether a param's value fits the SQL compiled for it (`Slot`)."""
+    return value is not None and (type(value) is not int or INT64_MIN <= value <= INT64_MAX)
+
+
+def bound_params(params: Sequence[Any], values: Mapping[str, Any]) -> list[Any]:
+    """A compiled shape's parameters with the call's values in its slots."""
+    return [sql_value(p.field_type, values[p.name]) if type(p) is Slot else p for p in params]
 
 
 # metadata ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from ...core.capabilities import Capability
 from ...core.errors import ValidationError
 from ...core.filters import Expr, F, all_of, bind
 from ...core.records import Checkpoint as Record
+from ...core.shapes import Param, QueryShape
 from ...core.store import Store
 from . import mapping
 from .bridge import Bridge
@@ -176,7 +177,11 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
         batch = min(limit, _CHUNK) if limit is not None and exact else _CHUNK
         remaining = limit
-        async with aclosing(store.checkpoints.iterate(where, order_by="-id", batch_size=batch)) as records:
+        if thread_id is not None and not checkpoint_id and not wanted and Capability.FILTER_RANGE in store.capabilities:
+            pages = _thread_pages(store, thread_id, ns, before_id, batch)
+        else:
+            pages = store.checkpoints.iterate(where, order_by="-id", batch_size=batch, vectors=False)
+        async with aclosing(pages) as records:
             async for chunk in _chunks(records, batch, keep):
                 for item in await self._tuples(store, chunk):
                     yield item
@@ -208,9 +213,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         found: builtins.list[Record] = []
         for group in by_namespace.values():
             low, high = min(group), max(mapping.record_range(owner)[1] for owner in group)
-            found += (await store.checkpoints.query(
-                (F.branch_id == mapping.WRITES_BRANCH) & (F.id >= low) & (F.id < high), order_by="id",
-                vectors=False)).items
+            found += await store.checkpoints.fetch(_WRITES_IN_RANGE, {"low": low, "high": high}, vectors=False)
         if others:
             found += await store.checkpoints.all((F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(others))
         for write in found:
@@ -307,8 +310,8 @@ async def _latest_in_range(store: AsyncStore, thread_id: str,
     """The namespace's latest checkpoint and its writes, in one read when it has no writes, two
     when it has: newest id first, a checkpoint's writes (ids extending its own) come just before it."""
     low, high = mapping.namespace_range(thread_id, ns)
-    in_namespace = (F.id >= low) & (F.id < high)
-    newest = await store.checkpoints.first(in_namespace, order_by="-id")
+    found = await store.checkpoints.fetch(_NEWEST_IN_RANGE, {"low": low, "high": high}, limit=1, vectors=False)
+    newest = found[0] if found else None
     if newest is None or newest.branch_id != mapping.WRITES_BRANCH:
         return newest, []
     owner = newest.node_id
@@ -317,12 +320,50 @@ async def _latest_in_range(store: AsyncStore, thread_id: str,
     if record is not None:
         return record, [r for r in found if mapping.is_write_of(r, owner)]
     # writes whose checkpoint is gone: the newest checkpoint below them
-    return await store.checkpoints.first(in_namespace & (F.branch_id != mapping.WRITES_BRANCH),
-                                         order_by="-id"), None
+    found = await store.checkpoints.fetch(_NEWEST_CHECKPOINT_IN_RANGE, {"low": low, "high": high}, limit=1,
+                                          vectors=False)
+    return (found[0] if found else None), None
 
 
 async def _id_range(store: AsyncStore, low: str, high: str) -> builtins.list[Record]:
-    return (await store.checkpoints.query((F.id >= low) & (F.id < high), order_by="id", vectors=False)).items
+    return await store.checkpoints.fetch(_IN_RANGE, {"low": low, "high": high}, vectors=False)
+
+
+async def _thread_pages(store: AsyncStore, thread_id: str, ns: str | None, before_id: str | None,
+                        batch: int) -> AsyncGenerator[Record, None]:
+    """A thread's checkpoints (of one namespace if `ns` is not None), newest first, fetched `batch` at
+    a time through the list shapes. A namespace's are read by its id range (`mapping.namespace_range`),
+    from below the checkpoint `before_id` if given: one statement a page, in the id index's order."""
+    values = {"run": thread_id}
+    shapes = (_THREAD_LIST, _THREAD_LIST_BELOW)  # (without, with) `values["high"]`
+    if ns is not None:
+        low, high = mapping.namespace_range(thread_id, ns)
+        if before_id:
+            high = min(high, mapping.checkpoint_record_id(thread_id, ns, before_id))
+        values.update(branch=mapping.branch_for(ns), low=low, high=high)
+        shapes = (_NAMESPACE_LIST, _NAMESPACE_LIST)
+    while True:
+        page = await store.checkpoints.fetch(shapes["high" in values], values, limit=batch, vectors=False)
+        for record in page:
+            yield record
+        if len(page) < batch:
+            return
+        values["high"] = page[-1].id
+
+
+_RANGE = (F.id >= Param("low")) & (F.id < Param("high"))
+_IN_RANGE = QueryShape(Record, _RANGE, "id")
+_NEWEST_IN_RANGE = QueryShape(Record, _RANGE, "-id")
+_NEWEST_CHECKPOINT_IN_RANGE = QueryShape(Record, _RANGE & (F.branch_id != mapping.WRITES_BRANCH), "-id")
+_WRITES_IN_RANGE = QueryShape(
+    Record, (F.branch_id == mapping.WRITES_BRANCH) & (F.id >= Param("low")) & (F.id < Param("high")), "id")
+_THREAD_LIST = QueryShape(Record, (F.branch_id != mapping.WRITES_BRANCH) & (F.run_id == Param("run")), "-id")
+_THREAD_LIST_BELOW = QueryShape(
+    Record, (F.branch_id != mapping.WRITES_BRANCH) & (F.run_id == Param("run")) & (F.id < Param("high")), "-id")
+_NAMESPACE_LIST = QueryShape(Record, (F.branch_id == Param("branch")) & (F.run_id == Param("run"))
+                             & (F.id >= Param("low")) & (F.id < Param("high")), "-id")
+"""The saver's reads, each compiled once per store (`QueryShape`): id ranges of a namespace or a
+checkpoint (`mapping.record_range`), and a thread's pages for `list` (without, then with, a bound)."""
 
 
 def _list_where(store: AsyncStore, thread_id: str | None, ns: str | None, checkpoint_id: str | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,13 +12,15 @@ from hypothesis import strategies as st
 from ...core.capabilities import Capability
 from ...core.collection import Where
 from ...core.errors import UnsupportedFilter, ValidationError
-from ...core.filters import Expr, F, to_dict
-from ...core.records import Record
+from ...core.filters import And, Cmp, Expr, F, Not, Or, to_dict
+from ...core.kinds import record_type
+from ...core.records import Heuristic, Record
+from ...core.shapes import SHAPE_OPS, Param, QueryShape
 from ...core.store import Store
 from ..factories import BASE_TIME, batch, make
-from ..oracle import expected_ids, expected_order
+from ..oracle import assert_same_records, expected_ids, expected_order
 from ..requirements import requires, since, skip_if_declared
-from ..strategies import examples, filters, records
+from ..strategies import examples, filters, operands, orderings, records
 from . import SpecimenFixtures, clear, each_kind, each_kind_and_specimen
 
 
@@ -34,7 +37,77 @@ def check_filter(store: Store, kind: str, written: list[Record], where: Expr) ->
     assert {r.id for r in collection.all()} == {r.id for r in written} - wanted
 
 
+BEYOND_64_BITS = (2**64, -(2**64) - 1, 2**70 + 1)
+"""Ints no 64-bit column holds: a prepared statement compiled for a 64-bit value must not take them as one."""
+
+
+def shaped(data: st.DataObject, kind: str, where: Expr) -> tuple[QueryShape, dict[str, Any], dict[str, Any]]:
+    """`where` as a shape, some of its comparisons' values made params, with two sets of values:
+    the filter's own (or an int beyond 64 bits), and others drawn for the same fields."""
+    cls = record_type(kind)
+    first: dict[str, Any] = {}
+    second: dict[str, Any] = {}
+
+    def param(expr: Expr) -> Expr:
+        if isinstance(expr, Cmp):
+            if expr.field[0] == "metadata" or expr.op not in SHAPE_OPS or not data.draw(st.booleans(), label="param"):
+                return expr
+            name = f"p{len(first)}"
+            numeric = type(expr.value) in (int, float)
+            first[name] = data.draw(st.sampled_from(BEYOND_64_BITS), label=name) if numeric and data.draw(
+                st.booleans(), label="beyond 64 bits") else expr.value
+            second[name] = data.draw(operands(cls.filterable[expr.field[0]], expr.op), label=name)
+            return Cmp(expr.field, expr.op, Param(name))
+        if isinstance(expr, (And, Or)):
+            return type(expr)(tuple(param(item) for item in expr.items))
+        assert isinstance(expr, Not)
+        return Not(param(expr.item))
+
+    shape = QueryShape(cls, param(where), data.draw(orderings(kind), label="order"))
+    return shape, first, second
+
+
 class FilterClauses(SpecimenFixtures):
+    @since("1.8")
+    @each_kind_and_specimen
+    @examples(25)
+    @given(data=st.data())
+    def test_a_prepared_shape_selects_what_its_filter_does(self, store: Store, kind: str,
+                                                           data: st.DataObject) -> None:
+        """`fetch` of a shape (some values params) gives what the reference gives for the filter with the
+        values in, in the shape's order, under a limit too; the same shape again with other values (and
+        with None, or an int beyond 64 bits) too: a backend compiling a shape once binds each call's values."""
+        caps = store.capabilities
+        written = data.draw(records(kind), label="records")
+        where = data.draw(filters(kind, ranges=Capability.FILTER_RANGE in caps,
+                                  metadata_keys=Capability.FILTER_METADATA in caps), label="where")
+        shape, first, second = shaped(data, kind, where)
+        limit = data.draw(st.none() | st.integers(1, 4), label="limit")
+        clear(store, kind)
+        collection = store.collection(kind)
+        collection.put(written)
+        by_id = {record.id: record for record in written}
+        for values in (first, second, first):
+            expected = expected_order(kind, written, shape.where_with(values), shape.order)[:limit]
+            found = collection.fetch(shape, values, limit=limit)
+            assert [r.id for r in found] == expected, f"fetch({shape!r}, {values!r}, limit={limit})"
+            assert_same_records(found, [by_id[i] for i in expected])
+
+    @since("1.8")
+    def test_a_prepared_shape_checks_its_values(self, store: Store) -> None:
+        """A value a filter would refuse is refused by `fetch` too, naming the field; so is a missing one."""
+        store.heuristics.put(batch("heuristic", 3))
+        shape = QueryShape(Heuristic, (F.agent == Param("agent")) & (F.confidence >= Param("floor")), "-confidence")
+        for values, field in (({"agent": 1, "floor": 0.5}, "where.agent"), ({"agent": "a", "floor": "x"},
+                              "where.confidence"), ({"agent": "\x00", "floor": 0.5}, "where.agent"),
+                              ({"agent": "a"}, "values"), ({"agent": "a", "floor": 0.5, "x": 1}, "values")):
+            with pytest.raises(ValidationError) as raised:
+                store.heuristics.fetch(shape, values)
+            assert raised.value.errors[0][0] == field, raised.value.errors
+        if Capability.FILTER_RANGE not in store.capabilities:
+            with pytest.raises(UnsupportedFilter):
+                store.heuristics.fetch(shape, {"agent": "coder", "floor": 0.5})
+
     @each_kind_and_specimen
     @examples(30)
     @given(data=st.data())
