@@ -7,8 +7,9 @@ What the pool guarantees still holds:
   handed out; one that fails goes back to the pool, which replaces it;
 - kept connections are checked out of the pool, so they count towards its `max_size`;
 - none is kept while a thread waits for the pool (no call waits on the pool while a connection
-  sits idle here), and each goes back to the pool within `RETURN_AFTER` seconds of leaving it,
-  so the pool's lifetime, idle shrinking and statistics still see every connection;
+  sits idle here), and one out of the pool for `RETURN_AFTER` seconds goes back to it when its
+  call ends, so under steady use the pool's lifetime, idle shrinking and statistics still see
+  every connection (an idle store keeps at most the connections its last calls used);
 - `close` gives every kept connection back before the pool closes.
 """
 
