@@ -1,5 +1,5 @@
-"""The lanes of the postgres async side's group commit (async_groups.py), on plain asyncio: which
-calls go together, in which order, how many at once, and what a failure or a cancellation does."""
+"""The lanes of group commit (core/async_groups.py), on plain asyncio: which calls go together, in
+which order, how many at once, and what a failure or a cancellation does."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mnemostore.backends.postgres.async_groups import Lane
+from mnemostore.core.async_groups import Lane
 
 
 class Server:

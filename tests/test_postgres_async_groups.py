@@ -1,4 +1,4 @@
-"""Group commit on the postgres async side (async_groups.py) against a real server: concurrent calls
+"""Group commit on the postgres async side (core/async_groups.py) against a real server: concurrent calls
 of one shape go out as one statement, and each still gets what it gets alone: the same hits, the
 same chains, its own error, nothing written if it was cancelled while queued."""
 

@@ -326,7 +326,7 @@ def test_an_application_kinds_table_is_made_with_the_policy_by_a_role_that_may_c
 def test_async_groups_under_forced_policies_keep_each_tenant_to_its_rows(
         postgres_server: PostgresTestServer, owner_role: str) -> None:
     """Two AsyncStores (tenants a and b) on one forced-policy store save, put and search concurrently
-    through the async side's groups (async_groups.py): a group is one tenant's, named to the
+    through the async side's groups (core/async_groups.py): a group is one tenant's, named to the
     policies, so each tenant's chains, records and hits are its own."""
     import asyncio
 

@@ -136,8 +136,7 @@ class AsyncCollection(Generic[R]):
     async def query(self, where: Where = None, *, order_by: OrderBy = None, limit: int | None = None,
                     cursor: str | None = None, vectors: bool = True) -> Page[R]:
         """Records matching `where`, ordered (default: `created_at`, then `id`), paged by cursor."""
-        if limit is not None and (type(limit) is not int or limit < 1):
-            raise ValidationError.one("limit", "must be a positive integer or None")
+        _check_limit(limit)
         order = parse_order(order_by, self.record_cls)
         bound = self._bind(where)
         effective = bound
@@ -164,13 +163,13 @@ class AsyncCollection(Generic[R]):
         most `limit`: `query` of the same filter, without binding and compiling it on each call."""
         if shape.record_cls is not self.record_cls:
             raise ValidationError.one("shape", f"is a shape of {shape.kind} records, not {self.kind}")
-        if limit is not None and (type(limit) is not int or limit < 1):
-            raise ValidationError.one("limit", "must be a positive integer or None")
+        _check_limit(limit)
         store = self._store
+        checked = shape.check(values)
         if not shape.needs <= store._capabilities:
-            store._bind(self.record_cls, shape.where_with(shape.check(values)))  # raises UnsupportedFilter
+            store._bind(self.record_cls, shape.where_with(checked))  # raises UnsupportedFilter
         rows: list[R] = await store._backend_call(
-            "query_shape", self.kind, store.tenant, shape, shape.check(values), limit, vectors)
+            "query_shape", self.kind, store.tenant, shape, checked, limit, vectors)
         return rows
 
     async def iterate(self, where: Where = None, *, order_by: OrderBy = None, batch_size: int = 500,
@@ -236,3 +235,9 @@ class AsyncAntiPatterns(AsyncCollection[Any]):
     async def seen(self, id: str) -> Any:
         """Count one more sighting of an anti-pattern (atomically) and stamp `last_seen`."""
         return await self.update(id, set={"last_seen": utcnow()}, inc={"occurrence_count": 1})
+
+
+def _check_limit(limit: int | None) -> None:
+    """`limit` of `query` and `fetch`: a positive int or None."""
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise ValidationError.one("limit", "must be a positive integer or None")

@@ -8,7 +8,7 @@ serves the executor's calls and each kind's one-off preparation. With a borrowed
 sync `ConnectionPool`) there is no async pool: the plans run on the borrowed connections, in a thread.
 
 On its own pool, concurrent checkpoint saves, small puts of one kind and index searches of one
-shape go to the server in groups (async_groups.py): one statement and one commit for many calls.
+shape go to the server in groups (core/async_groups.py): one statement and one commit for many calls.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from time import monotonic
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ...core.async_groups import Lane, Lanes
 from ...core.async_protocol import AsyncBackend
 from ...core.filters import Expr, expression_key
 from ...core.protocol import Hit, OrderKey
@@ -25,7 +26,6 @@ from ...core.records import Checkpoint, Record
 from ...core.shapes import QueryShape
 from ...core.vectors import Vector
 from . import plans
-from .async_groups import Lane, Lanes
 
 if TYPE_CHECKING:
     import psycopg
@@ -115,11 +115,9 @@ class AsyncPostgresSide(AsyncBackend):
     async def _insert(self, kind: str, records: Sequence[Record], keep_existing: bool, keep_created: bool) -> None:
         """A small put of one tenant's records joins its kind's group; a larger one runs alone."""
         backend = self.backend
-        if self.pool is None or not records or len(records) > GROUPED_PUT:
-            await self._run(plans.insert(backend, kind, records, keep_existing, keep_created))
-            return
-        tenant = records[0].tenant_id
-        if any(record.tenant_id != tenant for record in records):
+        tenant = records[0].tenant_id if records else None
+        if (self.pool is None or not records or len(records) > GROUPED_PUT
+                or any(record.tenant_id != tenant for record in records)):
             await self._run(plans.insert(backend, kind, records, keep_existing, keep_created))
             return
 

@@ -444,7 +444,7 @@ def append_checkpoints(backend: PostgresBackend, records: Sequence[Checkpoint]) 
     """`append_checkpoint` of each record (roots of one tenant, on distinct runs or branches, with
     distinct ids) in one statement: one commit for them all. Each row links to its own run's latest
     (`checkpoint_latest`, its lock taken in key order: two groups never wait on each other in a
-    circle). An error fails them all; the caller retries them one by one (async_groups.py)."""
+    circle). An error fails them all; the caller retries them one by one (core/async_groups.py)."""
     yield from vectors_typed(backend)
     kind_layout = backend._layout("checkpoint")
     tenant = tenant_key(records[0].tenant_id)

@@ -220,7 +220,7 @@ class Statements:
 
     def nearest_many(self, kind_layout: KindLayout, metric: str, vectors: bool, condition: bytes, limit: int,
                      n: int) -> bytes:
-        """`nearest`'s index search for `n` query vectors in one statement (a group: async_groups.py):
+        """`nearest`'s index search for `n` query vectors in one statement (a group: core/async_groups.py):
         each walks the index in a LATERAL subquery of its own; rows start with the query's number
         (1 to n), in order of query, then distance. Its placeholders are $1, $2, ... (`Run.raw`):
         the queries, the tenant, then the condition's parameters."""
@@ -349,7 +349,7 @@ class Statements:
         return self.rendered(("append",), build)
 
     def append_many(self, kind_layout: KindLayout, n: int) -> bytes:
-        """`append` of `n` checkpoints in one statement (a group commit: async_groups.py): each row
+        """`append` of `n` checkpoints in one statement (a group commit: core/async_groups.py): each row
         of the VALUES list is (tenant, run, branch, lock key, `write_columns`) and takes its parent
         from its own `checkpoint_latest` call, in the rows' order; returns each row's id, parent_ids
         and sequence (the parent, if one was found, is parent_ids[1] at sequence - 1). Its

@@ -1,4 +1,4 @@
-"""Group commit for the postgres async side: concurrent calls of one shape go out as one statement.
+"""Group commit for a native async side (postgres uses it): concurrent calls of one shape go out as one statement.
 
 A lane is one shape of call (a checkpoint save, a put of one kind, a search of one kind, k and
 filter). While a call of a lane is at the server, calls of the same lane that arrive wait in its
