@@ -246,6 +246,37 @@ class Statements:
 
         return self.rendered(("nearest_many", kind_layout.kind, metric, vectors, condition, limit, n), build)
 
+    def scanned_many(self, kind_layout: KindLayout, metric: str, vectors: bool, condition: bytes, limit: int,
+                     n: int) -> bytes:
+        """`nearest_many`'s rows, exact, from one scan of the matching rows: each row's distances to
+        the `n` queries are computed in that scan (an array, kept by a MATERIALIZED CTE), then each
+        query's nearest are sorted from them. What a search alone gets when its plan does not walk
+        the HNSW index (it scans and sorts: exact too); the scan and each row's decoding, over half
+        a scanned search's server time, are paid once for the group. Same placeholders as `nearest_many`."""
+        from psycopg import sql
+
+        def build() -> sql.Composable:
+            operator = sql.SQL("OPERATOR({}.{})").format(
+                sql.Identifier(self.names.vector_schema), sql.SQL(OPERATORS[metric]))
+            vector = sql.Identifier(self.names.vector_schema, "vector")
+            distances = sql.SQL(", ").join(
+                sql.SQL(f"embedding {{}} ${i + 1}::{{}}").format(operator, vector) for i in range(n))
+            table = self.table(kind_layout)
+            columns = [sql.Identifier("t", column) for column in kind_layout.data_columns]
+            if vectors:
+                columns.append(sql.Identifier("t", "embedding"))
+            return sql.SQL(
+                "WITH r AS MATERIALIZED (SELECT ctid AS row_ref, ARRAY[{distances}] AS distances FROM {table} "
+                "WHERE tenant = ${tenant} AND {condition}) "
+                "SELECT q.n, {columns}, s.distance FROM generate_series(1, {n}) AS q (n) CROSS JOIN LATERAL "
+                "(SELECT row_ref, distances[q.n] AS distance FROM r ORDER BY distance LIMIT {limit}) AS s "
+                "JOIN {table} AS t ON t.ctid = s.row_ref ORDER BY q.n, s.distance"
+            ).format(columns=sql.SQL(", ").join(columns), distances=distances, table=table,
+                     tenant=sql.SQL(str(n + 1)), condition=sql.SQL(numbered(condition, n + 2)),
+                     n=sql.Literal(n), limit=sql.Literal(limit))
+
+        return self.rendered(("scanned_many", kind_layout.kind, metric, vectors, condition, limit, n), build)
+
     # writing ---------------------------------------------------------------------------
     def upsert(self, kind_layout: KindLayout, keep_existing: bool = False, keep_created: bool = False,
                rows: int = 1) -> bytes:
