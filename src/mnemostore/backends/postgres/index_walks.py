@@ -16,7 +16,7 @@ from typing import Any
 
 TTL = 60.0
 """Seconds a search shape seen walking the index goes before a group of it is EXPLAINed again."""
-GROUP = 6
+GROUP = 4
 """Groups of fewer searches walk or scan each query in turn (one scan costs more than it saves for them)."""
 
 
