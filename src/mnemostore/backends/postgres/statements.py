@@ -389,11 +389,10 @@ class Statements:
 
         def build() -> sql.Composable:
             columns = kind_layout.write_columns
-            types = [sql.SQL("text")] * 3 + [sql.SQL("bigint")] + self._column_types(kind_layout)
-            rows = sql.SQL(", ").join(
-                sql.SQL("({})").format(sql.SQL(", ").join(
-                    sql.SQL(f"${r * len(types) + i + 1}::{{}}").format(t) for i, t in enumerate(types)))
-                for r in range(n))
+            types = ["text"] * 3 + ["bigint"] + [t.as_string(None) for t in self._column_types(kind_layout)]
+            width = len(types)  # the rows as plain text: composing n x width casts took ~2 ms a size
+            rows = sql.SQL(", ".join(
+                "(" + ", ".join(f"${r * width + i + 1}::{t}" for i, t in enumerate(types)) + ")" for r in range(n)))
             names = [sql.Identifier(f"c{i}") for i in range(len(columns))]
             values: list[sql.Composable] = []
             for column, name in zip(columns, names, strict=True):
