@@ -154,6 +154,18 @@ def _search_store(url: str) -> list[Any]:
     return records
 
 
+def _stored_vectors(url: str) -> np.ndarray:
+    """`_search_store`'s vectors (those of the records that have one), stored."""
+    return np.asarray([r.embedding for r in _search_store(url)[:295]])
+
+
+def _queries(stored: np.ndarray) -> st.SearchStrategy[np.ndarray]:
+    """Query vectors: a stored one (its twin, if it has one, ties it), a random one, the zero vector."""
+    return st.one_of(st.integers(0, 294).map(lambda i: stored[i]),
+                     st.integers(0, 10_000).map(lambda seed: _vectors(1, seed)[0]),
+                     st.just(np.zeros(DIMENSION, dtype=np.float32)))
+
+
 def _same_hits(ours: list[Any], theirs: list[Any]) -> None:
     assert [(h.record.id, h.score) for h in ours] == [(h.record.id, h.score) for h in theirs]
     assert [h.record for h in ours] == [h.record for h in theirs]
@@ -163,11 +175,8 @@ def test_grouped_searches_return_what_each_search_returns_alone(url: str, groups
     """Property: concurrent searches of one shape (k, filter, vectors) through the async side's
     groups give each caller the ids, scores and records the sync Store gives it one at a time,
     ties across the k-th place and a zero query vector (both re-run exactly) included."""
-    records = _search_store(url)
-    stored = np.asarray([r.embedding for r in records[:295]])
-    query = st.one_of(st.integers(0, 294).map(lambda i: stored[i]),
-                      st.integers(0, 10_000).map(lambda seed: _vectors(1, seed)[0]),
-                      st.just(np.zeros(DIMENSION, dtype=np.float32)))
+    stored = _stored_vectors(url)
+    query = _queries(stored)
 
     @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
     @given(queries=st.lists(query, min_size=2, max_size=40), k=st.integers(1, 12),
@@ -240,11 +249,8 @@ def test_groups_the_planner_scans_for_go_as_one_scan_and_get_what_each_search_ge
     searches of a shape it has EXPLAINed goes as one scan, and each query gets the ids, scores and
     records its search alone gets: ties across the k-th place, a zero query vector, records without
     an embedding, a filter, with and without vectors; the first group of the shape walks, EXPLAINed."""
-    records = _search_store(url)
-    stored = np.asarray([r.embedding for r in records[:295]])
-    query = st.one_of(st.integers(0, 294).map(lambda i: stored[i]),
-                      st.integers(0, 10_000).map(lambda seed: _vectors(1, seed)[0]),
-                      st.just(np.zeros(DIMENSION, dtype=np.float32)))
+    stored = _stored_vectors(url)
+    query = _queries(stored)
 
     @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
     @given(queries=st.lists(query, min_size=GROUP, max_size=40), k=st.integers(1, 12),

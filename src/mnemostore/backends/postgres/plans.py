@@ -261,19 +261,21 @@ def search_many(backend: PostgresBackend, kind: str, tenant: str | None, queries
     hinted = where is None or estimates.scope_index_pays(kind_layout.table)
     condition, condition_params = statements.condition(kind_layout, where, hinted)
     params = [*queries, tenant_key(tenant), *condition_params]
+
+    def grouped(scan: bool) -> Run:
+        render = statements.scanned_many if scan else statements.nearest_many
+        return Run(render(kind_layout, metric, vectors, condition, k + 1, n), params, "all", binary=True, raw=True)
+
     shape = (kind_layout.table, condition, k, vectors)
     scanning = n >= GROUP and walks.scans(shape)
-    run = Run((statements.scanned_many if scanning else statements.nearest_many)(
-        kind_layout, metric, vectors, condition, k + 1, n), params, "all", binary=True, raw=True)
-    if scanning or (n >= GROUP and walks.due(shape)):
+    if scanning or (n >= GROUP and walks.due(shape)):  # with the EXPLAIN of the first search alone
         explain = Run(statements.nearest(kind_layout, metric, False, vectors, True, condition, k + 1),
                       [queries[0], tenant_key(tenant), *condition_params], "all")
-        rows, plan = yield from _counted(backend, kind_layout, where, run, explain)
-        if walks.record(shape, plan) and scanning:  # the planner walks the index now: so does the group
-            rows, = yield from _counted(backend, kind_layout, where, Run(statements.nearest_many(
-                kind_layout, metric, vectors, condition, k + 1, n), params, "all", binary=True, raw=True))
+        rows, plan = yield from _counted(backend, kind_layout, where, grouped(scanning), explain)
+        if walks.record(shape, plan) and scanning:  # a search alone walks the index now: so does the group
+            rows, = yield from _counted(backend, kind_layout, where, grouped(False))
     else:
-        rows, = yield from _counted(backend, kind_layout, where, run)
+        rows, = yield from _counted(backend, kind_layout, where, grouped(False))
     found: list[list[tuple[Any, ...]]] = [[] for _ in queries]
     for row in rows:
         if row[-1] is not None:  # records without an embedding sort last: dropped, as `nearest` does
