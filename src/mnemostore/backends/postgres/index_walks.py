@@ -3,9 +3,10 @@
 A search alone is what the planner makes of it: on a small table (2,000 x 384 rows) it scans the
 table and sorts, exactly; on a large one it walks the HNSW index, approximately. A group of
 searches the planner would each scan goes as one scan of the table (`Statements.scanned_many`):
-the same rows, for ~40% less of the server's time per search (in groups of 16 or more). That holds only while the planner scans: each such group
-carries the EXPLAIN of its first search alone in its round trip, and if that walks the index the
-group is run again as walks (`Statements.nearest_many`), as the planner runs it.
+the same rows, for ~40% less of the server's time per search (in groups of 16 or more). That
+holds only while the planner scans: each such group carries the EXPLAIN of its first search alone
+in its round trip, and if that walks the index the group is run again as walks
+(`Statements.nearest_many`), as the planner runs it.
 """
 
 from __future__ import annotations
