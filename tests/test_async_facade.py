@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.chroma_server import chroma_server
 from tests.native_async_memory import BrokenNativeMemory, NativeMemory
 from tests.native_async_qdrant import NativeQdrant
@@ -48,6 +50,35 @@ async def open_use_and_close(url: str) -> None:
     with pytest.raises(StoreClosed):
         await store.outcomes.count()
     await store.aclose()  # idempotent
+
+
+def test_saves_interleaved_over_runs_and_branches_each_link_to_their_own_latest(url: str) -> None:
+    """Property: default-parent saves awaited one after another, in any order over runs and branches
+    (the facade keeps each run's bound `latest` filter), each link to the save before them on their
+    own run and branch, and a name equal to a run's but not a `str` finds that run too."""
+
+    class Name(str):
+        pass
+
+    @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["main", "x"]), st.booleans()),
+                    min_size=1, max_size=30))
+    def check(saves: list[tuple[str, str, bool]]) -> None:
+        prefix = uuid.uuid4().hex[:8]
+
+        async def scenario() -> None:
+            async with await mnemostore.open_async(url, workers=2) as store:
+                before: dict[tuple[str, str], str] = {}
+                for run, branch, look_alike in saves:
+                    run_id = f"{prefix}-{run}"
+                    saved = await store.checkpoints.save(Name(run_id) if look_alike else run_id, {}, branch=branch)
+                    parent = before.get((run, branch))
+                    assert saved.parent_ids == ([] if parent is None else [parent])
+                    before[(run, branch)] = saved.id
+
+        asyncio.run(scenario())
+
+    check()
 
 
 def test_async_for_walks_every_page_in_order_and_a_break_stops_it(url: str) -> None:

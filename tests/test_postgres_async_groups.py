@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
 from tests.test_postgres_async import _assert_all_back, _side
@@ -21,6 +21,8 @@ import mnemostore
 from mnemostore import F, ValidationError
 from mnemostore.backends.postgres import plans
 from mnemostore.backends.postgres.async_side import AsyncPostgresSide
+from mnemostore.backends.postgres.index_walks import GROUP
+from mnemostore.backends.postgres.statements import Statements
 from mnemostore.testing.factories import make
 
 __all__ = ["postgres_server"]
@@ -152,6 +154,18 @@ def _search_store(url: str) -> list[Any]:
     return records
 
 
+def _stored_vectors(url: str) -> np.ndarray:
+    """`_search_store`'s vectors (those of the records that have one), stored."""
+    return np.asarray([r.embedding for r in _search_store(url)[:295]])
+
+
+def _queries(stored: np.ndarray) -> st.SearchStrategy[np.ndarray]:
+    """Query vectors: a stored one (its twin, if it has one, ties it), a random one, the zero vector."""
+    return st.one_of(st.integers(0, 294).map(lambda i: stored[i]),
+                     st.integers(0, 10_000).map(lambda seed: _vectors(1, seed)[0]),
+                     st.just(np.zeros(DIMENSION, dtype=np.float32)))
+
+
 def _same_hits(ours: list[Any], theirs: list[Any]) -> None:
     assert [(h.record.id, h.score) for h in ours] == [(h.record.id, h.score) for h in theirs]
     assert [h.record for h in ours] == [h.record for h in theirs]
@@ -161,11 +175,8 @@ def test_grouped_searches_return_what_each_search_returns_alone(url: str, groups
     """Property: concurrent searches of one shape (k, filter, vectors) through the async side's
     groups give each caller the ids, scores and records the sync Store gives it one at a time,
     ties across the k-th place and a zero query vector (both re-run exactly) included."""
-    records = _search_store(url)
-    stored = np.asarray([r.embedding for r in records[:295]])
-    query = st.one_of(st.integers(0, 294).map(lambda i: stored[i]),
-                      st.integers(0, 10_000).map(lambda seed: _vectors(1, seed)[0]),
-                      st.just(np.zeros(DIMENSION, dtype=np.float32)))
+    stored = _stored_vectors(url)
+    query = _queries(stored)
 
     @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
     @given(queries=st.lists(query, min_size=2, max_size=40), k=st.integers(1, 12),
@@ -212,6 +223,87 @@ def test_each_query_of_a_group_walks_the_hnsw_index(url: str) -> None:
     walk = plan.split("Values Scan")[1]
     assert "Index Scan using" in walk and "_hnsw on" in walk, plan
     assert 'Order By: (embedding <=> "*VALUES*".column2)' in walk, plan
+
+
+@pytest.fixture
+def rendered(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The group search statements rendered, in order: ("scan", size) for one scan
+    (`Statements.scanned_many`), ("walks", size) for walks (`Statements.nearest_many`)."""
+    seen: list[tuple[str, int]] = []
+
+    def counting(name: str, render: Callable[..., bytes]) -> Callable[..., bytes]:
+        def counted(self: Statements, *args: Any) -> bytes:
+            seen.append((name, args[-1]))
+            return render(self, *args)
+
+        return counted
+
+    for name, method in (("scan", "scanned_many"), ("walks", "nearest_many")):
+        monkeypatch.setattr(Statements, method, counting(name, getattr(Statements, method)))
+    return seen
+
+
+def test_groups_the_planner_scans_for_go_as_one_scan_and_get_what_each_search_gets_alone(
+        url: str, rendered: list[tuple[str, int]]) -> None:
+    """Property: on a table the planner scans for a search alone (300 rows), a group of `GROUP` or more
+    searches of a shape it has EXPLAINed goes as one scan, and each query gets the ids, scores and
+    records its search alone gets: ties across the k-th place, a zero query vector, records without
+    an embedding, a filter, with and without vectors; the first group of the shape walks, EXPLAINed."""
+    stored = _stored_vectors(url)
+    query = _queries(stored)
+
+    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(queries=st.lists(query, min_size=GROUP, max_size=40), k=st.integers(1, 12),
+           agent=st.sampled_from([None, "agent-1"]), vectors=st.booleans())
+    @example(queries=list(stored[100:110]), k=1, agent=None, vectors=False)  # each query's twin ties its first place
+    def check(queries: list[np.ndarray], k: int, agent: str | None, vectors: bool) -> None:
+        where = None if agent is None else F.agent == agent
+        with mnemostore.open(url) as sync_store:
+            alone = [sync_store.search("heuristic", q, k=k, where=where, vectors=vectors) for q in queries]
+
+        async def grouped() -> list[list[list[Any]]]:
+            async with await mnemostore.open_async(url) as store:
+                side = _side(store)
+                return [await side._run(plans.search_many(side.backend, "heuristic", None, queries, k, where,
+                                                          vectors)) for _ in range(2)]
+
+        rendered.clear()
+        first, second = asyncio.run(grouped())
+        assert rendered == [("walks", len(queries)), ("scan", len(queries))]  # the first learnt that the planner scans
+        for walked, one_scan, theirs in zip(first, second, alone, strict=True):
+            _same_hits(walked, theirs)
+            _same_hits(one_scan, theirs)
+
+    check()
+
+
+def test_a_group_walks_the_index_again_once_the_planner_walks_it_for_a_search_alone(
+        url: str, rendered: list[tuple[str, int]]) -> None:
+    """A table the planner scanned grows until it walks the HNSW index (3,000 rows analysed): the next
+    group, rendered as one scan, sees in its round trip's EXPLAIN that a search alone now walks, and
+    runs as walks; each query gets what its search alone gets, and later groups walk without a scan."""
+    from mnemostore.backends.postgres import PostgresBackend
+
+    vectors = _vectors(3000, seed=3)
+    queries = list(vectors[:GROUP])
+    with mnemostore.open(url, dimension=DIMENSION) as store:
+        backend = store.backend
+        assert isinstance(backend, PostgresBackend)
+        store.heuristics.put([make("heuristic", i, embedding=vectors[i]) for i in range(300)])
+        backend._run(plans.search_many(backend, "heuristic", None, queries, 10, None, False))
+        backend._run(plans.search_many(backend, "heuristic", None, queries, 10, None, False))
+        assert rendered == [("walks", GROUP), ("scan", GROUP)]
+        store.heuristics.put([make("heuristic", i, embedding=vectors[i]) for i in range(300, 3000)])
+        layout = backend._layout("heuristic")
+        with backend._connection() as conn:
+            conn.execute(b"ANALYZE " + backend.statements.table(layout).as_bytes(None))
+        assert "Order By:" in backend.explain_search("heuristic", None, queries[0], 10, None)
+        for expected in ([("scan", GROUP), ("walks", GROUP)], [("walks", GROUP)]):
+            rendered.clear()
+            grouped = backend._run(plans.search_many(backend, "heuristic", None, queries, 10, None, False))
+            assert rendered == expected  # the first sees the planner walk, and walks; the next walks at once
+            for query, hits in zip(queries, grouped, strict=True):
+                _same_hits(hits, store.search("heuristic", query, k=10, vectors=False))
 
 
 def test_a_failing_save_in_a_group_gets_its_own_error_and_the_others_are_saved(

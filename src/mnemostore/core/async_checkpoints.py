@@ -59,18 +59,24 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
         assert isinstance(appended, Checkpoint)
         return appended
 
-    _last_filter: tuple[str, str | None, Expr | None] | None = None
+    _latest_filters: dict[tuple[str, str | None], Expr | None] | None = None
 
     def _latest_filter(self, run_id: str, branch: str | None) -> Expr | None:
-        """The bound filter of a run's checkpoints (of one branch, or all), kept for the next call on
-        the same run (an agent saves and reads one run step after step; binding costs about as much
-        as the lookup)."""
-        last = self._last_filter
-        if (last is not None and last[0] == run_id and last[1] == branch and type(run_id) is str
-                and (branch is None or type(branch) is str)):  # as bound before: no look-alike
-            return last[2]
+        """The bound filter of a run's checkpoints (of one branch, or all), kept for later calls on the
+        same run: asyncio tasks save and read their own runs step after step, interleaved, and binding
+        costs about as much as the lookup. `LATEST_FILTERS` runs are kept, then the record starts again."""
+        kept = self._latest_filters
+        if kept is None:
+            kept = self._latest_filters = {}
+        key = (run_id, branch)
+        exact = type(run_id) is str and (branch is None or type(branch) is str)  # kept as bound: no look-alike
+        if exact and (found := kept.get(key, _UNBOUND)) is not _UNBOUND:
+            return found  # type: ignore[return-value]
         latest = self._bind(self._run_filter(run_id, branch))
-        self._last_filter = (run_id, branch, latest)
+        if exact:
+            if len(kept) >= LATEST_FILTERS:
+                kept.clear()
+            kept[key] = latest
         return latest
 
     async def _parent_refs(self, parent: Any) -> list[tuple[str, int]]:
@@ -216,6 +222,10 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
         expr: Expr = F.run_id == run_id
         return expr if branch is None else expr & (F.branch_id == branch)
 
+
+LATEST_FILTERS = 1024
+"""Runs whose bound `latest` filter an `AsyncCheckpoints` keeps (`_latest_filter`)."""
+_UNBOUND = object()
 
 _LATEST_OF_RUN = QueryShape(Checkpoint, F.run_id == Param("run_id"), LATEST_CHECKPOINT_ORDER)
 _LATEST_ON_BRANCH = QueryShape(Checkpoint, (F.run_id == Param("run_id")) & (F.branch_id == Param("branch_id")),

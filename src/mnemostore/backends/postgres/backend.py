@@ -36,6 +36,7 @@ from ...migrations.ledger import LEDGER_KEY
 from ...migrations.model import LayoutMigration
 from . import plans
 from .async_side import AsyncPostgresSide
+from .index_walks import IndexWalks
 from .kept_connections import KeptConnections
 from .layout import KindLayout, layout
 from .migrations import HISTORY, NEWEST_LAYOUT_VERSION
@@ -102,6 +103,7 @@ class PostgresBackend(Backend):
         self._kind_tables: set[str] = set()
         """Tables of applications' kinds seen to exist (a built-in kind's is the layout history's)."""
         self.row_estimates = RowEstimates()
+        self.index_walks = IndexWalks()
         self._row_security_active: bool | None = None
         """Whether the tenant policies apply to this role (None: not looked up yet)."""
         self._facts: dict[str, Any] = {}

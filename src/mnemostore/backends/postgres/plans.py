@@ -246,19 +246,36 @@ def searches_grouped(backend: PostgresBackend, k: int) -> bool:
 
 def search_many(backend: PostgresBackend, kind: str, tenant: str | None, queries: Sequence[Vector], k: int,
                 where: Expr | None, vectors: bool = True) -> Plan[list[list[Hit]]]:
-    """`search` of each query vector, the index walks in one statement (`searches_grouped` must hold):
-    each query's hits are those `search` returns for it alone."""
+    """`search` of each query vector in one statement (`searches_grouped` must hold): each query's
+    hits are those `search` returns for it alone. The index walks go in one statement; a group
+    of `index_walks.GROUP` or more whose search alone the planner scans is one scan (index_walks.py)."""
+    from .index_walks import GROUP
+
     kind_layout = yield from readable(backend, kind)
     if kind_layout is None:
         return [[] for _ in queries]
     yield from vectors_typed(backend)
     yield from connect(backend, f"searching {kind} records", tenant)
-    statements, estimates = backend.statements, backend.row_estimates
+    statements, estimates, walks = backend.statements, backend.row_estimates, backend.index_walks
+    metric, n = backend.params.metric, len(queries)
     hinted = where is None or estimates.scope_index_pays(kind_layout.table)
     condition, condition_params = statements.condition(kind_layout, where, hinted)
-    statement = statements.nearest_many(kind_layout, backend.params.metric, vectors, condition, k + 1, len(queries))
-    rows = yield from _counted(backend, kind_layout, where, Run(
-        statement, [*queries, tenant_key(tenant), *condition_params], "all", binary=True, raw=True))
+    params = [*queries, tenant_key(tenant), *condition_params]
+
+    def grouped(scan: bool) -> Run:
+        render = statements.scanned_many if scan else statements.nearest_many
+        return Run(render(kind_layout, metric, vectors, condition, k + 1, n), params, "all", binary=True, raw=True)
+
+    shape = (kind_layout.table, condition, k, vectors)
+    scanning = n >= GROUP and walks.scans(shape)
+    if scanning or (n >= GROUP and walks.due(shape)):  # with the EXPLAIN of the first search alone
+        explain = Run(statements.nearest(kind_layout, metric, False, vectors, True, condition, k + 1),
+                      [queries[0], tenant_key(tenant), *condition_params], "all")
+        rows, plan = yield from _counted(backend, kind_layout, where, grouped(scanning), explain)
+        if walks.record(shape, plan) and scanning:  # a search alone walks the index now: so does the group
+            rows, = yield from _counted(backend, kind_layout, where, grouped(False))
+    else:
+        rows, = yield from _counted(backend, kind_layout, where, grouped(False))
     found: list[list[tuple[Any, ...]]] = [[] for _ in queries]
     for row in rows:
         if row[-1] is not None:  # records without an embedding sort last: dropped, as `nearest` does
@@ -270,15 +287,19 @@ def search_many(backend: PostgresBackend, kind: str, tenant: str | None, queries
 
 
 def _counted(backend: PostgresBackend, kind_layout: KindLayout, where: Expr | None,
-             run: Run) -> Plan[list[tuple[Any, ...]]]:
-    """`run`'s rows; with a filter, the table's row estimate read in the same round trip when it is due."""
+             *runs: Run) -> Plan[list[Any]]:
+    """The results of `runs` (one round trip); with a filter, the table's row estimate read in it too when due."""
     estimates = backend.row_estimates
-    if where is None or not estimates.stale(kind_layout.table):
-        rows: list[tuple[Any, ...]] = yield run
-        return rows
-    found = yield Pipelined((run, Run(backend.statements.row_estimate(kind_layout), None, "one")), transaction=False)
-    estimates.record(kind_layout.table, None if found[-1] is None else found[-1][0])
-    return found[0]  # type: ignore[no-any-return]
+    counting = where is not None and estimates.stale(kind_layout.table)
+    if counting:
+        runs = (*runs, Run(backend.statements.row_estimate(kind_layout), None, "one"))
+    if len(runs) == 1:
+        return [(yield runs[0])]
+    found: list[Any] = yield Pipelined(runs, transaction=False)
+    if counting:
+        estimate = found.pop()
+        estimates.record(kind_layout.table, None if estimate is None else estimate[0])
+    return found
 
 
 def explain_search(backend: PostgresBackend, kind: str, tenant: str | None, vector: Vector, k: int,
