@@ -54,8 +54,9 @@ class AsyncCollection(Generic[R]):
         tenant, cls = self._store.tenant, self.record_cls
         if not records:
             return
-        if any(type(record) is not cls or record.tenant_id != tenant or record.embedding is not None
-               for record in records) or len({record.id for record in records}) != len(records):
+        fits = all(type(record) is cls and record.tenant_id == tenant and record.embedding is None
+                   for record in records)
+        if not fits or (len(records) > 1 and len({record.id for record in records}) != len(records)):
             await self.put(records, keep_existing=keep_existing)
             return
         forget_proven()  # a state proven by an earlier validation is no business of these records

@@ -146,8 +146,8 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
                       checkpoint: dict[str, Any], metadata: dict[str, Any]) -> Record:
     """One LangGraph checkpoint as a mnemostore record (channel values only for versioned channels)."""
     checkpoint_id = checkpoint["id"]
-    plain = _checked_texts({"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
-                            "parent_checkpoint_id": parent_id or ""})
+    texts = (thread_id, checkpoint_ns, checkpoint_id, parent_id or "")
+    plain = _plain_texts(texts) or _checked_texts(dict(zip(_CHECKPOINT_TEXTS, texts, strict=True)))
     versions = checkpoint.get("channel_versions", {})
     stored = {**checkpoint,
               "channel_values": {k: v for k, v in checkpoint.get("channel_values", {}).items() if k in versions}}
@@ -172,19 +172,21 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
     return _record(fields, plain)
 
 
+_CHECKPOINT_TEXTS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
+"""The names `checkpoint_record` gives its texts in an error."""
+
+
 def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
                   task_id: str, task_path: str, writes: list[tuple[int, str, Any]]) -> list[Record]:
     """A task's pending writes of one call, (idx, channel, value) each, as records attached to their
     checkpoint's record by `node_id` and `parent_ids` (format 4): one for the regular writes (idx >= 0),
     one for the special ones (negative idx), each keyed by the task and its idx list (`call_write_id`)."""
-    plain = _checked_texts({"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
-                            "task_id": task_id, "task_path": task_path,
-                            **{f"writes[{n}].channel": write[1] for n, write in enumerate(writes)}})
+    texts = (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, *[write[1] for write in writes])
+    plain = _plain_texts(texts) or _checked_texts(dict(zip(_WRITE_TEXTS + tuple(
+        f"writes[{n}].channel" for n in range(len(writes))), texts, strict=True)))
     owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
     now = write_stamp()
     plain = plain and 0 < len(thread_id) <= MAX_ID and len(owner) + len(WRITES_INFIX) + 32 <= MAX_ID
-    common = {**_DEFAULTS, "run_id": thread_id, "branch_id": WRITES_BRANCH, "node_id": owner,
-              "parent_ids": [owner], "created_at": now, "updated_at": now, "metadata": {}}
     records: list[Record] = []
     for group in ([w for w in writes if w[0] >= 0], [w for w in writes if w[0] < 0]):
         if not group:
@@ -202,14 +204,21 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
             values.append(value_bytes)
         state = {"format": WRITES_FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
                  "task_id": task_id, "task_path": task_path, "writes": parts}
-        fields: dict[str, Any] = {**common, "id": call_write_id(owner, task_id, [w[0] for w in group]),
-                                  "state": state, "payload": values[0] if len(values) == 1 else _joined(values)}
-        if group_plain:
-            fields["state_hash"] = hash_exact_state(state)  # all fields made here (see `_record`)
-            records.append(cast(Record, trusted_record(Record, fields)))
+        fields: dict[str, Any] = {
+            "id": call_write_id(owner, task_id, [w[0] for w in group]), "tenant_id": None, "agent": None,
+            "project_id": None, "created_at": now, "updated_at": now, "metadata": {}, "embedding": None,
+            "run_id": thread_id, "node_id": owner, "sequence": 0, "branch_id": WRITES_BRANCH, "parent_ids": [owner],
+            "state": state, "update": None, "payload": values[0] if len(values) == 1 else _joined(values)}
+        if group_plain:  # every field made here, of checked parts: the model's fields exactly
+            fields["state_hash"] = hash_exact_state(state)
+            records.append(cast(Record, trusted_record(Record, fields, complete=True)))
         else:
             records.append(Record(**fields))
     return records
+
+
+_WRITE_TEXTS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path")
+"""The names `write_records` gives its texts in an error (then `writes[n].channel`)."""
 
 
 def call_write_id(owner: str, task_id: str, idxs: list[int]) -> str:
@@ -239,6 +248,11 @@ def write_stamp() -> datetime:
             now = last + timedelta(microseconds=1)
         _last_stamp[0] = now
     return now
+
+
+def _plain_texts(texts: tuple[Any, ...]) -> bool:
+    """Whether every text is a str of ASCII without NUL: storable as it is, with no need to name one."""
+    return all(type(text) is str for text in texts) and (joined := "".join(texts)).isascii() and "\x00" not in joined
 
 
 def _checked_texts(texts: dict[str, Any]) -> bool:
@@ -271,12 +285,13 @@ def _record(fields: dict[str, Any], plain: bool) -> Record:
     if not plain:
         return Record(**fields)
     data = {**_DEFAULTS, **fields, "state_hash": hash_exact_state(fields["state"])}
-    return cast(Record, trusted_record(Record, data))
+    return cast(Record, trusted_record(Record, data, complete=True))
 
 
 _DEFAULTS: dict[str, Any] = {"tenant_id": None, "agent": None, "project_id": None, "embedding": None,
                              "node_id": "", "sequence": 0, "update": None}
-"""Fields `_record` leaves at their defaults unless given (immutable values only: the dict is shared)."""
+"""Fields `_record` leaves at their defaults unless given (immutable values only: the dict is shared);
+with `fields` and `state_hash` they are the model's fields exactly (`trusted_record(..., complete=True)`)."""
 
 
 def pending_writes(serde: SerializerProtocol, records: Sequence[Record]) -> list[PendingWrite]:
