@@ -56,6 +56,13 @@ class _Plan:
     texts: dict[ItemKey, list[str]] = field(default_factory=dict)
     queries: list[str] = field(default_factory=list)
 
+    def own_values(self) -> None:
+        """Each put's value as a copy of its own: an awaited batch must write what was checked, not what
+        the caller's other tasks changed meanwhile (the sync `batch` writes before it returns)."""
+        for item_key, op in self.puts.items():
+            if op.value is not None:
+                self.puts[item_key] = op._replace(value=dict(op.value))
+
     def documents(self) -> list[str]:
         """Every distinct text to embed, in first-seen order."""
         return list(dict.fromkeys(text for texts in self.texts.values() for text in texts))
@@ -117,13 +124,18 @@ class MnemostoreStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops: reads see the store as it was before the batch's writes (as in InMemoryStore)."""
         plan = self._plan(ops)
-        documents = self._vectors(plan.documents(), self.embeddings.embed_documents if self.embeddings else None)
-        queries = {query: self.embeddings.embed_query(query) for query in plan.queries} if self.embeddings else {}
+        embeddings = self.embeddings
+        documents: dict[str, list[float]] = {}
+        queries: dict[str, list[float]] = {}
+        if embeddings is not None:
+            documents = self._vectors(plan.documents(), embeddings.embed_documents)
+            queries = {query: embeddings.embed_query(query) for query in plan.queries}
         return self._bridge.run(self._run(self._bridge.driven, plan, documents, queries))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """`batch` with the embeddings' async API, its store calls awaited."""
         plan = self._plan(ops)
+        plan.own_values()
         embeddings = self.embeddings
         documents: dict[str, list[float]] = {}
         queries: dict[str, list[float]] = {}
@@ -368,7 +380,7 @@ class MnemostoreStore(BaseStore):
             if self._may_shard(op.index):
                 reindexed.append(item_key)
             vectors = [documents[text] for text in plan.texts.get(item_key, [])]
-            records += mapping.records_for(self.scope, *item_key, dict(op.value), vectors, self._model, now, now)
+            records += mapping.records_for(self.scope, *item_key, op.value, vectors, self._model, now, now)
         embeddings = store.embeddings
         for start in range(0, len(reindexed), _CHUNK):
             await embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
@@ -376,8 +388,7 @@ class MnemostoreStore(BaseStore):
             chunk = doomed[start:start + _CHUNK]
             ids = [mapping.item_id(self.scope, ns, key) for ns, key in chunk]
             await embeddings.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
-        if records:
-            await embeddings.put(records, keep_created=True)
+        await embeddings._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
 
     def _may_shard(self, index: Literal[False] | list[str] | None) -> bool:
         """Whether this store's puts may give an item several vectors (shards): several paths, or a
@@ -416,6 +427,8 @@ def _normalised(op: Op) -> Op:
         got: Op = op._replace(namespace=tuple(op.namespace))
         return got
     if isinstance(op, PutOp):
+        if type(op.namespace) is tuple and (op.value is None or type(op.value) is dict):
+            return op  # already what the rest reads: no copy
         if op.value is not None and not isinstance(op.value, Mapping):
             raise ValidationError.one("value", f"must be a dict or None, not {type(op.value).__name__}")
         return op._replace(namespace=tuple(op.namespace), value=None if op.value is None else dict(op.value))
