@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
@@ -380,7 +380,8 @@ class MnemostoreStore(BaseStore):
             if self._may_shard(op.index):
                 reindexed.append(item_key)
             vectors = [documents[text] for text in plan.texts.get(item_key, [])]
-            records += mapping.records_for(self.scope, *item_key, op.value, vectors, self._model, now, now)
+            value = cast(dict[str, Any], op.value)  # a dict since `_normalised`
+            records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
         embeddings = store.embeddings
         for start in range(0, len(reindexed), _CHUNK):
             await embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
