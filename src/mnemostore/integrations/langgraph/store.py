@@ -8,6 +8,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+import orjson
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
@@ -33,6 +34,7 @@ from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
 from ...core.jsonvalues import find_json_problem
 from ...core.records import Embedding, utcnow
+from ...core.shapes import QueryShape
 from ...core.store import Store
 from . import store_filters
 from . import store_mapping as mapping
@@ -40,6 +42,8 @@ from .bridge import Bridge
 
 _CHUNK = 500
 """Ids or items per store call when a batch touches many."""
+_SHAPES_KEPT = 256
+"""Prepared plain searches kept per LangGraph store; past that the cache starts again."""
 _ORDER = "-updated_at"
 """Search without a query lists the most recently updated items first, as LangGraph's SQL stores do."""
 
@@ -98,6 +102,8 @@ class MnemostoreStore(BaseStore):
         self._fields: list[tuple[str, str | list[str]]] = []
         self._dims = 0
         self._model = ""
+        self._shapes: dict[tuple[Namespace, bytes, bool], QueryShape | None] = {}
+        """Prepared plain searches by (prefix, filter as JSON, unvectored): `_plain_shape`."""
         if index:
             self.index_config = index.copy()
             self._dims = self._check_vectors(index.get("dims"))
@@ -256,9 +262,10 @@ class MnemostoreStore(BaseStore):
         """The first `count` matching items, most recently updated first."""
         if count <= 0:
             return []
+        shape = self._plain_shape(store, op, unvectored)
+        if shape is not None:
+            return await store.embeddings.fetch(shape, {}, limit=count, vectors=False)
         chosen = self._select(store, [mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
-        if chosen.exact:
-            return (await store.embeddings.query(chosen.where, order_by=_ORDER, limit=count, vectors=False)).items
         kept: list[Embedding] = []
         rows = store.embeddings.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK),
                                         vectors=False)
@@ -269,6 +276,23 @@ class MnemostoreStore(BaseStore):
                     if len(kept) == count:
                         break
         return kept
+
+    def _plain_shape(self, store: AsyncStore, op: SearchOp, unvectored: bool) -> QueryShape | None:
+        """The prepared query of a search without a vector, when the store runs all of it (prefix and
+        filter), made once per (prefix, filter): the store compiles it once, not at every search."""
+        try:
+            key = (op.namespace_prefix, orjson.dumps(op.filter, option=orjson.OPT_SORT_KEYS), unvectored)
+        except TypeError:  # not JSON: the filter's own check has refused it already
+            return None
+        shapes = self._shapes
+        if key in shapes:
+            return shapes[key]
+        chosen = self._select(store, [mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
+        if len(shapes) >= _SHAPES_KEPT:
+            shapes.clear()
+        found = shapes[key] = None if not chosen.exact or chosen.where is None else \
+            QueryShape(Embedding, chosen.where, order_by=_ORDER)
+        return found
 
     async def _nearest(self, store: AsyncStore, op: SearchOp, query: list[float],
                        count: int) -> list[tuple[Embedding, float]]:
