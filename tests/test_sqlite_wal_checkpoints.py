@@ -64,7 +64,7 @@ def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
     if thread == "stalled":
         monkeypatch.setattr(wal_checkpoints.WalCheckpoints, "_start", lambda self: None)
     if thread == "no shared memory read":
-        monkeypatch.setattr(wal_checkpoints, "wal_bytes", lambda shm: None)
+        monkeypatch.setattr(wal_checkpoints, "wal_bytes", lambda shm, fd=None: None)
     db = tmp_path / "store.db"
     biggest = 0
     with mnemostore.open(f"sqlite:///{db}") as store:
@@ -99,6 +99,31 @@ def test_a_reset_wal_is_reused_in_place_and_its_frames_still_counted(
     assert resets >= 3  # 120 batches of ~8 KB went through a 256 KB WAL several times
     assert wal_checkpoints.wal_bytes(str(tmp_path / "missing-shm")) is None
 
+
+
+def test_the_kept_header_descriptor_finds_a_shared_memory_file_made_anew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers read the WAL-index header through a descriptor kept open; a `-shm` file deleted and made
+    anew (its last connection closed, another opened) is read within `REOPEN` commits, and a missing
+    one reads as unknown, as a fresh open would."""
+    monkeypatch.setattr(wal_checkpoints, "REOPEN", 4)
+    db = tmp_path / "store.db"
+    shm = Path(f"{db}-shm")
+
+    def header(frames: int) -> bytes:
+        return bytes(14) + (4096).to_bytes(2, sys.byteorder) + frames.to_bytes(4, sys.byteorder)
+
+    checkpoints = wal_checkpoints.WalCheckpoints(db, lambda: sqlite3.connect(db))
+    assert checkpoints._wal_bytes() is None
+    shm.write_bytes(header(10))
+    assert checkpoints._wal_bytes() == 32 + 10 * (4096 + 24)
+    shm.unlink()
+    shm.write_bytes(header(3))
+    seen = [checkpoints._wal_bytes() for _ in range(4)]
+    assert seen[-1] == 32 + 3 * (4096 + 24)
+    checkpoints.close()
+    assert checkpoints._header_fd is None
+    assert checkpoints._wal_bytes() == 32 + 3 * (4096 + 24)  # closed: a fresh open each time
 
 _WRITER = """
 import sys

@@ -47,7 +47,8 @@ class AsyncCollection(Generic[R]):
             await self._store._backend_call(call, self.kind, batch)
         return batch
 
-    async def _put_built(self, records: Sequence[R], *, keep_existing: bool = False) -> None:
+    async def _put_built(self, records: Sequence[R], *, keep_existing: bool = False,
+                         keep_created: bool = False) -> None:
         """`put` of records this package built and validated for this call (an integration's, from parts
         it checked), each id once: no second facade pass. A record this path cannot take as it is (another
         type, tenant or an embedding) goes through `put`'s validation with the rest."""
@@ -57,10 +58,11 @@ class AsyncCollection(Generic[R]):
         fits = all(type(record) is cls and record.tenant_id == tenant and record.embedding is None
                    for record in records)
         if not fits or (len(records) > 1 and len({record.id for record in records}) != len(records)):
-            await self.put(records, keep_existing=keep_existing)
+            await self.put(records, keep_existing=keep_existing, keep_created=keep_created)
             return
         forget_proven()  # a state proven by an earlier validation is no business of these records
-        await self._store._backend_call("put_missing" if keep_existing else "put", self.kind, records)
+        call = "put_missing" if keep_existing else "put_keeping_created" if keep_created else "put"
+        await self._store._backend_call(call, self.kind, records)
 
     async def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:
         """Insert or replace one record, given as a model, a mapping or keyword fields."""

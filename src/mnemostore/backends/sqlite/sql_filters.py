@@ -232,6 +232,9 @@ class _Entry:
             return
         pieces = sql.split("{")
         out.parts.append(pieces[0])
+        marks = pieces[0].count("?")  # values bound before the first placeholder
+        out.params.extend(params[:marks])
+        params = params[marks:]
         for piece in pieces[1:]:
             name, _, rest = piece.partition("}")
             out.parts.append(self.type_sql if name == "type" else self.value_sql)
@@ -276,7 +279,12 @@ def _metadata_equal(entry: _Entry, values: Sequence[Any], has_none: bool, out: C
         # for these texts the value alone decides, one JSON lookup a row instead of two
         inner = Compiled()
         _in_list("{value}", texts, inner)
-        conditions.append((f"coalesce({inner.sql}, 0)", inner.params))
+        if len(texts) == 1:  # the stored text (orjson's, as `schema` writes it) holds the value's JSON: a cheap
+            # substring test first spares most rows their JSON parse (~0.3 us each)
+            conditions.append((f"instr(meta, ?) AND coalesce({inner.sql}, 0)",
+                               [orjson.dumps(texts[0]).decode(), *inner.params]))
+        else:
+            conditions.append((f"coalesce({inner.sql}, 0)", inner.params))
     elif texts:
         conditions.append(_typed_in("{type} = 'text'", texts))
     if numbers:

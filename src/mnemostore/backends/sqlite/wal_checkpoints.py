@@ -40,19 +40,25 @@ u16 at 14 (1 stands for 65,536) and mxFrame, the WAL's last valid frame, as u32 
 byte order. SQLite zeroes mxFrame when it resets the WAL."""
 
 
-def wal_bytes(shm: str) -> int | None:
+REOPEN = 256
+"""Header reads through one kept descriptor before it is opened again (`WalCheckpoints._wal_bytes`)."""
+
+
+def wal_bytes(shm: str, fd: int | None = None) -> int | None:
     """The bytes of the valid frames in a database's WAL, from the WAL-index header in its `-shm`
-    file (a file's size no longer measures them once a reset WAL is reused), or None if unreadable."""
+    file (a file's size no longer measures them once a reset WAL is reused), or None if unreadable.
+    Read through `fd`, a descriptor of `shm` kept open, if given (one system call, not three)."""
     try:
-        fd = os.open(shm, os.O_RDONLY)
+        if fd is not None:
+            header = os.pread(fd, _HEADER, 0)
+        else:
+            fd = os.open(shm, os.O_RDONLY)
+            try:
+                header = os.read(fd, _HEADER)  # a new descriptor reads from the start
+            finally:
+                os.close(fd)
     except OSError:
         return None
-    try:
-        header = os.read(fd, _HEADER)  # a new descriptor reads from the start
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     if len(header) < _HEADER:
         return None
     page = int.from_bytes(header[14:16], sys.byteorder)
@@ -72,12 +78,15 @@ class WalCheckpoints:
         self._running = threading.Lock()  # one checkpoint at a time: a second would only find SQLite busy
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._header_lock = threading.Lock()  # writers of several threads read the header after their commits
+        self._header_fd: int | None = None
+        self._header_reads = 0
         self._size = 0
         self._due = START
 
     def after_commit(self) -> bool:
         """Called by a writer after its commit: whether it must checkpoint itself (the WAL is past `LIMIT`)."""
-        size = wal_bytes(self._shm)
+        size = self._wal_bytes()
         if size is None:  # no shared-memory file to read: the WAL file's size bounds its frames from above
             try:
                 size = os.stat(self._wal).st_size
@@ -94,6 +103,22 @@ class WalCheckpoints:
         self._start()
         self._wake.set()
         return False
+
+    def _wal_bytes(self) -> int | None:
+        """`wal_bytes` through a descriptor kept open, opened again every `REOPEN` reads: a `-shm` file
+        SQLite deleted (its last connection closed) and a later connection made anew is then read."""
+        with self._header_lock:
+            fd = self._header_fd
+            self._header_reads += 1
+            if fd is not None and self._header_reads % REOPEN == 0:
+                os.close(fd)
+                fd = self._header_fd = None
+            if fd is None and not self._closed:
+                try:
+                    fd = self._header_fd = os.open(self._shm, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    return wal_bytes(self._shm)  # no file yet: None, as a fresh open finds
+            return wal_bytes(self._shm, fd)
 
     def _start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -130,6 +155,10 @@ class WalCheckpoints:
         with self._guard:
             self._closed = True
             thread = self._thread
+        with self._header_lock:
+            if self._header_fd is not None:
+                os.close(self._header_fd)
+                self._header_fd = None
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join()

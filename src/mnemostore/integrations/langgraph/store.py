@@ -6,8 +6,9 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+import orjson
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
@@ -33,6 +34,7 @@ from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
 from ...core.jsonvalues import find_json_problem
 from ...core.records import Embedding, utcnow
+from ...core.shapes import QueryShape
 from ...core.store import Store
 from . import store_filters
 from . import store_mapping as mapping
@@ -40,6 +42,8 @@ from .bridge import Bridge
 
 _CHUNK = 500
 """Ids or items per store call when a batch touches many."""
+_SHAPES_KEPT = 256
+"""Prepared plain searches kept per LangGraph store; past that the cache starts again."""
 _ORDER = "-updated_at"
 """Search without a query lists the most recently updated items first, as LangGraph's SQL stores do."""
 
@@ -55,6 +59,13 @@ class _Plan:
     puts: dict[ItemKey, PutOp] = field(default_factory=dict)
     texts: dict[ItemKey, list[str]] = field(default_factory=dict)
     queries: list[str] = field(default_factory=list)
+
+    def own_values(self) -> None:
+        """Each put's value as a copy of its own: an awaited batch must write what was checked, not what
+        the caller's other tasks changed meanwhile (the sync `batch` writes before it returns)."""
+        for item_key, op in self.puts.items():
+            if op.value is not None:
+                self.puts[item_key] = op._replace(value=dict(op.value))
 
     def documents(self) -> list[str]:
         """Every distinct text to embed, in first-seen order."""
@@ -91,6 +102,8 @@ class MnemostoreStore(BaseStore):
         self._fields: list[tuple[str, str | list[str]]] = []
         self._dims = 0
         self._model = ""
+        self._shapes: dict[tuple[Namespace, bytes, bool], QueryShape | None] = {}
+        """Prepared plain searches by (prefix, filter as JSON, unvectored): `_plain_shape`."""
         if index:
             self.index_config = index.copy()
             self._dims = self._check_vectors(index.get("dims"))
@@ -117,13 +130,18 @@ class MnemostoreStore(BaseStore):
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops: reads see the store as it was before the batch's writes (as in InMemoryStore)."""
         plan = self._plan(ops)
-        documents = self._vectors(plan.documents(), self.embeddings.embed_documents if self.embeddings else None)
-        queries = {query: self.embeddings.embed_query(query) for query in plan.queries} if self.embeddings else {}
+        embeddings = self.embeddings
+        documents: dict[str, list[float]] = {}
+        queries: dict[str, list[float]] = {}
+        if embeddings is not None:
+            documents = self._vectors(plan.documents(), embeddings.embed_documents)
+            queries = {query: embeddings.embed_query(query) for query in plan.queries}
         return self._bridge.run(self._run(self._bridge.driven, plan, documents, queries))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """`batch` with the embeddings' async API, its store calls awaited."""
         plan = self._plan(ops)
+        plan.own_values()
         embeddings = self.embeddings
         documents: dict[str, list[float]] = {}
         queries: dict[str, list[float]] = {}
@@ -244,9 +262,10 @@ class MnemostoreStore(BaseStore):
         """The first `count` matching items, most recently updated first."""
         if count <= 0:
             return []
+        shape = self._plain_shape(store, op, unvectored)
+        if shape is not None:
+            return await store.embeddings.fetch(shape, {}, limit=count, vectors=False)
         chosen = self._select(store, [mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
-        if chosen.exact:
-            return (await store.embeddings.query(chosen.where, order_by=_ORDER, limit=count, vectors=False)).items
         kept: list[Embedding] = []
         rows = store.embeddings.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK),
                                         vectors=False)
@@ -257,6 +276,23 @@ class MnemostoreStore(BaseStore):
                     if len(kept) == count:
                         break
         return kept
+
+    def _plain_shape(self, store: AsyncStore, op: SearchOp, unvectored: bool) -> QueryShape | None:
+        """The prepared query of a search without a vector, when the store runs all of it (prefix and
+        filter), made once per (prefix, filter): the store compiles it once, not at every search."""
+        try:
+            key = (op.namespace_prefix, orjson.dumps(op.filter, option=orjson.OPT_SORT_KEYS), unvectored)
+        except TypeError:  # not JSON: the filter's own check has refused it already
+            return None
+        shapes = self._shapes
+        if key in shapes:
+            return shapes[key]
+        chosen = self._select(store, [mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
+        if len(shapes) >= _SHAPES_KEPT:
+            shapes.clear()
+        found = shapes[key] = None if not chosen.exact or chosen.where is None else \
+            QueryShape(Embedding, chosen.where, order_by=_ORDER)
+        return found
 
     async def _nearest(self, store: AsyncStore, op: SearchOp, query: list[float],
                        count: int) -> list[tuple[Embedding, float]]:
@@ -368,7 +404,8 @@ class MnemostoreStore(BaseStore):
             if self._may_shard(op.index):
                 reindexed.append(item_key)
             vectors = [documents[text] for text in plan.texts.get(item_key, [])]
-            records += mapping.records_for(self.scope, *item_key, dict(op.value), vectors, self._model, now, now)
+            value = cast(dict[str, Any], op.value)  # a dict since `_normalised`
+            records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
         embeddings = store.embeddings
         for start in range(0, len(reindexed), _CHUNK):
             await embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
@@ -376,8 +413,7 @@ class MnemostoreStore(BaseStore):
             chunk = doomed[start:start + _CHUNK]
             ids = [mapping.item_id(self.scope, ns, key) for ns, key in chunk]
             await embeddings.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
-        if records:
-            await embeddings.put(records, keep_created=True)
+        await embeddings._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
 
     def _may_shard(self, index: Literal[False] | list[str] | None) -> bool:
         """Whether this store's puts may give an item several vectors (shards): several paths, or a
@@ -416,6 +452,8 @@ def _normalised(op: Op) -> Op:
         got: Op = op._replace(namespace=tuple(op.namespace))
         return got
     if isinstance(op, PutOp):
+        if type(op.namespace) is tuple and (op.value is None or type(op.value) is dict):
+            return op  # already what the rest reads: no copy
         if op.value is not None and not isinstance(op.value, Mapping):
             raise ValidationError.one("value", f"must be a dict or None, not {type(op.value).__name__}")
         return op._replace(namespace=tuple(op.namespace), value=None if op.value is None else dict(op.value))

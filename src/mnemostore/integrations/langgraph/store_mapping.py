@@ -79,7 +79,7 @@ def upper_bound(prefix: str) -> str:
 
 
 def item_id(scope: str, namespace: Sequence[str], key: str) -> str:
-    digest = hashlib.sha256(orjson.dumps([scope, list(namespace), key])).hexdigest()[:40]
+    digest = hashlib.sha256(orjson.dumps((scope, namespace, key))).hexdigest()[:40]  # a tuple dumps as a list
     return f"{scope}{ITEM_MARK}{digest}"
 
 
@@ -94,8 +94,10 @@ def check_key(key: str) -> None:
         raise ValidationError.one("key", f"{key!r} {problem}")
 
 
-def check_namespace(scope: str, namespace: Sequence[str]) -> None:
-    """An item's namespace must fit the record's `namespace` field once encoded."""
+@lru_cache(maxsize=4096)
+def check_namespace(scope: str, namespace: tuple[str, ...]) -> None:
+    """An item's namespace must fit the record's `namespace` field once encoded (checked once per
+    namespace: a refused one raises, which the cache never keeps)."""
     encoded = shard_root(scope) + encode_namespace(namespace)
     if len(encoded) > _MAX_NAMESPACE:
         raise ValidationError.one(
