@@ -4,7 +4,8 @@ Each record is stored as its JSON document (`codec.encode_document`, zstd-compre
 4 KB since layout 3 when a sample shows it pays: `core.compression`) plus its float32 vector blob, with one column per
 `filterable` field so filters and orderings run in SQL. Since layout 4 a bytes field (a
 checkpoint's `payload`) is a BLOB column of its own (`compression.pack_payload`), not base64
-in the document: a read hands it to the caller without parsing it.
+in the document: a read hands it to the caller without parsing it; since layout 6 without a format
+byte before it (`compression.pack_bare_payload`), so a read hands over the column's bytes as they are.
 Datetimes are projected as integer microseconds (ordering by instant), bools as 0/1,
 the default tenant as ''. `seq` is the rowid: every insert or replace takes a new, higher
 one, which lets the vector cache find what changed since it was built.
@@ -22,7 +23,7 @@ from typing import Any
 import orjson
 
 from ...core import codec
-from ...core.compression import PAYS_AT, deflate, pack_payload, unpack_payload
+from ...core.compression import PAYS_AT, deflate, pack_bare_payload, unpack_payload
 from ...core.kinds import record_type
 from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import KINDS, Record
@@ -189,7 +190,7 @@ class Layout:
                     None if embedding is None else embedding.tobytes(),
                     dumps(metadata).decode() if metadata else None,
                     deflate(encode_document(record, binary), pays_at=PAYS_AT),
-                    *(None if (value := data[name]) is None else pack_payload(value) for name in binary))
+                    *(None if (value := data[name]) is None else pack_bare_payload(value) for name in binary))
 
         return encode
 

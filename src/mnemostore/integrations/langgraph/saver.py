@@ -33,6 +33,9 @@ from .bridge import Bridge
 
 _CHUNK = 200
 """Records per batch when a call touches many (writes lookup, copy, delete)."""
+_LIST_PAGE = 25
+"""Checkpoints per page of `list` when its filter is the store's: a page of 200 large checkpoints held
+~19 MB at once and cost ~20% more CPU per item (cache misses) than pages of 25 (~1 us of statements each)."""
 
 
 class MnemostoreSaver(BaseCheckpointSaver[str]):
@@ -175,7 +178,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 return all(metadata.get(key) == value for key, value in wanted.items())
             return True
 
-        batch = min(limit, _CHUNK) if limit is not None and exact else _CHUNK
+        batch = min(limit or _LIST_PAGE, _LIST_PAGE) if exact else _CHUNK
         remaining = limit
         if thread_id is not None and not checkpoint_id and not wanted and Capability.FILTER_RANGE in store.capabilities:
             pages = _thread_pages(store, thread_id, ns, before_id, batch)
