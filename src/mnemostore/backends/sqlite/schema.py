@@ -164,6 +164,18 @@ class Layout:
         """Replace a row's content in place, keeping its `seq` (for updates)."""
         return f"UPDATE {self.table} SET {', '.join(n + ' = ?' for n in self._written())} WHERE seq = ?"
 
+    @cached_property
+    def row_decoder(self) -> Callable[[Sequence[Any]], Record]:
+        """A fast function row -> record, for rows selected with `read_columns` (`codec.record_decoder`;
+        a bytes column's value is unpacked first, `unpack_payload`)."""
+        decode = codec.record_decoder(record_type(self.kind), self.binary)
+        if not self.binary:
+            return lambda row: decode(row[0], row[1], ())
+        if len(self.binary) == 1:
+            return lambda row: decode(row[0], row[1], (None if (stored := row[2]) is None else unpack_payload(stored),))
+        return lambda row: decode(row[0], row[1], [None if stored is None else unpack_payload(stored)
+                                                   for stored in row[2:]])
+
     def row_encoder(self) -> Callable[[Record], tuple[Any, ...]]:
         """A fast function record -> row values, in `insert_sql` order (tenant first)."""
         plain = self.plain_fields
@@ -247,12 +259,9 @@ def tenant_key(tenant: str | None) -> str:
 
 def decode_row(layout: Layout, row: Sequence[Any]) -> Record:
     """A record from a row selected with `Layout.read_columns` (doc, vec, then the bytes fields)."""
-    if not layout.binary:
-        return codec.decode(layout.kind, row[0], row[1])
-    binary = {name: None if stored is None else unpack_payload(stored)
-              for name, stored in zip(layout.binary, row[2:], strict=True)}
-    return codec.decode(layout.kind, row[0], row[1], binary)
+    return layout.row_decoder(row)
 
 
 def decode_rows(layout: Layout, rows: Sequence[Sequence[Any]]) -> list[Record]:
-    return [decode_row(layout, row) for row in rows]
+    decode = layout.row_decoder
+    return [decode(row) for row in rows]

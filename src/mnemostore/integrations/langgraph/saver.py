@@ -138,10 +138,10 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         writes: builtins.list[Record] | None = None
         if checkpoint_id:
             owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
-            if ranges:  # one read: the record and its writes share an id prefix
+            if ranges:  # one read: the record and its writes share an id prefix (the record's id is the range's first)
                 found = await _id_range(store, *mapping.record_range(owner))
-                record = next((r for r in found if r.id == owner), None)
-                writes = [r for r in found if mapping.is_write_of(r, owner)]
+                record = found[0] if found and found[0].id == owner else None
+                writes = [r for r in found[1:] if mapping.is_write_of(r, owner)] if len(found) > 1 else []
             else:
                 record = await store.checkpoints.get(owner)
         elif ranges:
@@ -229,12 +229,12 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         state = record.state
         thread_id, ns = state["thread_id"], state["checkpoint_ns"]
         parent_id = state["parent_checkpoint_id"]
-        return CheckpointTuple(
-            config=mapping.config_for(thread_id, ns, state["checkpoint_id"]),
-            checkpoint=mapping.checkpoint_of(self.serde, record),
-            metadata=mapping.decode(self.serde, state["metadata"]),
-            parent_config=mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
-            pending_writes=mapping.pending_writes(self.serde, writes),
+        return CheckpointTuple(  # config, checkpoint, metadata, parent_config, pending_writes
+            mapping.config_for(thread_id, ns, state["checkpoint_id"]),
+            mapping.checkpoint_of(self.serde, record),
+            mapping.decode(self.serde, state["metadata"]),
+            mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
+            mapping.pending_writes(self.serde, writes) if writes else [],
         )
 
     # writing --------------------------------------------------------------------------
