@@ -155,6 +155,14 @@ def _field_names(cls: type[Record]) -> frozenset[str]:
     return frozenset(cls.model_fields)
 
 
+@cache
+def _every_field(cls: type[Record]) -> set[str]:
+    """Every field name of the model, as the one fields set of the complete records `trusted_record`
+    makes (a set per record cost ~1 us and a GC traversal): pydantic only ever adds a name to a
+    record's fields set (assignment), and every name is in this one already; copies get their own."""
+    return set(cls.model_fields)
+
+
 def _slot_setter(name: str) -> Callable[[Any, Any], None]:
     """The setter of a pydantic model's instance slot: its descriptor's `__set__` (half the cost of
     `object.__setattr__`, which looks the name up first), or `object.__setattr__` if there is none."""
@@ -183,7 +191,7 @@ def trusted_record(cls: type[Record], data: dict[str, Any], complete: bool = Fal
         return cls.model_construct(**data)
     record = _new_instance(cls)
     _set_dict(record, data)
-    _set_fields_set(record, set(data))
+    _set_fields_set(record, _every_field(cls))
     _set_extra(record, None)
     _set_private(record, None)
     return record
