@@ -18,7 +18,7 @@ from mnemostore.core.store import open_backend
 from mnemostore.migrations.locking import LockInfo
 
 LAYOUT = ["sqlite.0001_tables", "sqlite.0002_project_indexes", "sqlite.0003_compressed_docs",
-          "sqlite.0004_payload_column", "sqlite.0005_leaner_indexes"]
+          "sqlite.0004_payload_column", "sqlite.0005_leaner_indexes", "sqlite.0006_bare_payloads"]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -54,7 +54,7 @@ def test_status_shows_ledger_params_and_lock(url: str, capsys: pytest.CaptureFix
     assert (code, err) == (0, "")
     assert f"store   {url} (sqlite)" in out
     assert "params  dimension 3, metric cosine" in out
-    assert "5 applied, 0 pending" in out and "state   current" in out and "lock    free" in out
+    assert "6 applied, 0 pending" in out and "state   current" in out and "lock    free" in out
     assert all(id in out for id in LAYOUT)
     code, out, _ = run_cli(capsys, "migrate", "status", url, "--json", "--check")
     data = json.loads(out)
@@ -64,6 +64,8 @@ def test_status_shows_ledger_params_and_lock(url: str, capsys: pytest.CaptureFix
 
 
 def test_down_plan_up_round_trip(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
+    assert (code, out) == (0, "reverted 1 migration(s): sqlite.0006_bare_payloads\n")
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
     assert (code, out) == (0, "reverted 1 migration(s): sqlite.0005_leaner_indexes\n")
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
@@ -79,15 +81,15 @@ def test_down_plan_up_round_trip(url: str, capsys: pytest.CaptureFixture[str]) -
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
     assert (code, out) == (0, "reverted 1 migration(s): sqlite.0002_project_indexes\n")
     code, out, _ = run_cli(capsys, "migrate", "status", url, "--check")
-    assert code == 1 and "1 applied, 4 pending" in out and "Pending (in run order):" in out
+    assert code == 1 and "1 applied, 5 pending" in out and "Pending (in run order):" in out
 
     code, out, _ = run_cli(capsys, "migrate", "plan", url, "--sql")
     assert code == 0 and "1. apply sqlite.0002_project_indexes [layout]" in out and "CREATE INDEX" in out
     code, out, _ = run_cli(capsys, "migrate", "up", url, "--dry-run")
     assert code == 0 and "apply sqlite.0002_project_indexes" in out and "CREATE INDEX" not in out
     code, out, _ = run_cli(capsys, "migrate", "up", url)
-    assert (code, out) == (0, "applied 4 migration(s): sqlite.0002_project_indexes, sqlite.0003_compressed_docs, "
-                              "sqlite.0004_payload_column, sqlite.0005_leaner_indexes\n")
+    assert (code, out) == (0, "applied 5 migration(s): sqlite.0002_project_indexes, sqlite.0003_compressed_docs, "
+                              "sqlite.0004_payload_column, sqlite.0005_leaner_indexes, sqlite.0006_bare_payloads\n")
     assert run_cli(capsys, "migrate", "up", url)[1] == "nothing to apply: the store is current\n"
     with mnemostore.open(url) as store:
         assert store.outcomes.get("o1") is not None

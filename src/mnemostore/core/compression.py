@@ -16,7 +16,8 @@ msgpack checkpoints (SQLite, WAL): the repeated-text one shrinks 32x in 19 µs a
 drops from ~140 to ~24 µs, its read from ~18 to ~10 µs with inflating; the varied-text one
 shrinks only 4x in 79 µs, which its INSERT wins back (~121 to ~51 µs) but its read loses
 (~17 to ~39 µs). So a payload is compressed only when a 2 KB sample from its middle shrinks
-`PAYS_AT`-fold or more (~4 µs to find out).
+`PAYS_AT`-fold or more (~4 µs to find out). SQLite (layout 6) stores a payload bare instead
+(`pack_bare_payload`): the format byte cost a 47 KB copy on every write and every read.
 """
 
 from __future__ import annotations
@@ -87,11 +88,41 @@ def _pays(compressor: Any, data: bytes, pays_at: float) -> bool:
     return len(sample) >= pays_at * len(compressor.compress(sample))
 
 
+def pack_bare_payload(payload: bytes) -> bytes:
+    """Opaque bytes as SQLite stores them since its layout 6: a bare zstd frame when compressing pays,
+    else the bytes themselves, so a read hands them over without a 47 KB copy. Only bytes that begin
+    as another form does (a format byte 0 or 1, zstd's magic number), or none, keep `pack_payload`'s
+    form: `unpack_payload` tells every form apart by its first bytes."""
+    if len(payload) >= COMPRESS_AT:
+        compressor = _codecs()[0]
+        if _pays(compressor, payload, PAYS_AT):
+            return bytes(compressor.compress(payload))
+    if payload[:1] in _BARE_NEVER or payload[:4] == _ZSTD_MAGIC:
+        return bytes((PAYLOAD_PLAIN,)) + payload
+    return payload
+
+
+_BARE_NEVER = (b"", bytes((PAYLOAD_PLAIN,)), bytes((PAYLOAD_ZSTD,)))
+"""First bytes a bare payload never has (`pack_bare_payload`): those of `pack_payload`'s forms."""
+
+
 def unpack_payload(stored: bytes | memoryview) -> bytes:
-    """The bytes `pack_payload` stored."""
-    if stored[0] == PAYLOAD_ZSTD:
+    """The bytes `pack_payload` or `pack_bare_payload` stored."""
+    first = stored[0]
+    if first == PAYLOAD_PLAIN:
+        return bytes(memoryview(stored)[1:])
+    if first == PAYLOAD_ZSTD:
         return bytes(_codecs()[1].decompress(memoryview(stored)[1:]))
-    return bytes(memoryview(stored)[1:])
+    if stored[:4] == _ZSTD_MAGIC:
+        return bytes(_codecs()[1].decompress(stored))
+    return stored if type(stored) is bytes else bytes(stored)
+
+
+def prefixed_payload(stored: bytes) -> bytes:
+    """A stored payload in `pack_payload`'s form (a format byte first), as SQLite layouts 4 and 5 read it."""
+    if stored[0] in (PAYLOAD_PLAIN, PAYLOAD_ZSTD):
+        return stored
+    return bytes((PAYLOAD_ZSTD if stored[:4] == _ZSTD_MAGIC else PAYLOAD_PLAIN,)) + stored
 
 
 def is_compressed(stored: bytes | memoryview) -> bool:

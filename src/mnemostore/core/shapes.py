@@ -84,7 +84,8 @@ class QueryShape:
         checked = {}
         for name, value in values.items():
             field, field_type, op = fields[name]
-            if type(value) is str and field_type is str and check_text(value) is None:  # ids, runs: most values
+            if type(value) is str and field_type is str and (  # ids, runs: most values (check_text's ASCII case inline)
+                    (value.isascii() and "\x00" not in value) or check_text(value) is None):
                 checked[name] = value
             else:
                 checked[name] = check_operand(field, field_type, op, value)

@@ -34,7 +34,7 @@ from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, KindSQL, Layout, tenant_key
 from .selects import SHAPES_KEPT, Select, by_id_range
-from .sql_filters import INLINE_LIMIT, bindable, bound_params, order_sql, where_sql
+from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
 from .vector_cache import VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
 
@@ -152,7 +152,7 @@ class SQLiteBackend(Backend):
         self._db = Connections(path, options.busy_timeout, options.synchronous)
         self._kinds = {kind: KindSQL.of(layout) for kind, layout in LAYOUTS.items()}
         """Each kind's statements: the built-in ones now, an application's on first use (`_kind`)."""
-        self._shapes: dict[tuple[Any, ...], tuple[Select, list[Any]]] = {}
+        self._shapes: dict[tuple[Any, ...], tuple[Select, Binder]] = {}
         """Compiled query shapes (`query_shape`), by shape, `vectors` and limit form."""
         try:
             self._db.write(_bootstrap)
@@ -358,19 +358,22 @@ class SQLiteBackend(Backend):
         prepared = self._kind(kind)
         if prepared is None:
             return []
-        if not all(map(bindable, values.values())):
-            return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
         layout = prepared.layout
         key = (shape, vectors, limit == 1, limit is None)
         found = self._shapes.get(key)
         if found is None:
+            if not all(map(bindable, values.values())):  # nothing compiled for a call that would not use it
+                return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
             if len(self._shapes) >= SHAPES_KEPT:
                 self._shapes.clear()
             condition, params = where_sql(layout, shape.where)
             select = Select.of(layout, condition, shape.order, limit, vectors, by_id_range(shape.where, shape.order))
-            found = self._shapes[key] = (select, params)
-        select, params = found
-        return self._select(layout, select, [tenant_key(tenant), *bound_params(params, values)], limit, vectors)
+            found = self._shapes[key] = (select, Binder(params))
+        select, binder = found
+        args = binder(tenant_key(tenant), values)
+        if args is None:
+            return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
+        return self._select(layout, select, args, limit, vectors)
 
     def _select(self, layout: Layout, select: Select, args: list[Any], limit: int | None,
                 vectors: bool) -> list[Record]:

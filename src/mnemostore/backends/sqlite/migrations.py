@@ -135,6 +135,38 @@ _LEANER_INDEXES = LayoutMigration(
     ),
 )
 
+
+def _prefix_payloads(backend: Any) -> None:
+    """Down from layout 6 (a function: the stored forms are told apart by their first bytes): every
+    bare payload, in any kind's bytes columns, gets `pack_payload`'s format byte back, then
+    `user_version` goes back to 5, in one transaction. (The checksum covers this source.)"""
+    from ...core.compression import prefixed_payload
+
+    def work(conn: Any) -> None:
+        tables = [name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'mnemo^_%' ESCAPE '^'")]
+        for table in tables:
+            for column in [row[1] for row in conn.execute(f"PRAGMA table_info({quote(table)})")
+                           if row[2].upper() == "BLOB" and row[1] not in ("vec", "doc")]:
+                rows = conn.execute(f"SELECT seq, {quote(column)} FROM {quote(table)} WHERE {quote(column)} IS NOT "
+                                    f"NULL AND substr({quote(column)}, 1, 1) NOT IN (x'00', x'01')").fetchall()
+                conn.executemany(f"UPDATE {quote(table)} SET {quote(column)} = ? WHERE seq = ?",
+                                 [(prefixed_payload(stored), seq) for seq, stored in rows])
+        conn.execute("PRAGMA user_version = 5")
+
+    backend.db.write(work)
+
+
+_BARE_PAYLOADS = LayoutMigration(
+    "sqlite.0006_bare_payloads",
+    backend="sqlite",
+    description="bytes columns (a checkpoint's payload) hold the bytes bare, or a bare zstd frame, without a "
+                "format byte before them: a read hands the column's bytes over without a copy (the forms are "
+                "told apart by their first bytes, so rows written before stay as they are and read as before)",
+    up=("PRAGMA user_version = 6",),
+    down=_prefix_payloads,
+)
+
 HISTORY: tuple[LayoutMigration, ...] = (
-    _TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS, _PAYLOAD_COLUMN, _LEANER_INDEXES)
+    _TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS, _PAYLOAD_COLUMN, _LEANER_INDEXES, _BARE_PAYLOADS)
 NEWEST_USER_VERSION = len(HISTORY)

@@ -4,7 +4,8 @@ Each record is stored as its JSON document (`codec.encode_document`, zstd-compre
 4 KB since layout 3 when a sample shows it pays: `core.compression`) plus its float32 vector blob, with one column per
 `filterable` field so filters and orderings run in SQL. Since layout 4 a bytes field (a
 checkpoint's `payload`) is a BLOB column of its own (`compression.pack_payload`), not base64
-in the document: a read hands it to the caller without parsing it.
+in the document: a read hands it to the caller without parsing it; since layout 6 without a format
+byte before it (`compression.pack_bare_payload`), so a read hands over the column's bytes as they are.
 Datetimes are projected as integer microseconds (ordering by instant), bools as 0/1,
 the default tenant as ''. `seq` is the rowid: every insert or replace takes a new, higher
 one, which lets the vector cache find what changed since it was built.
@@ -22,7 +23,7 @@ from typing import Any
 import orjson
 
 from ...core import codec
-from ...core.compression import PAYS_AT, deflate, pack_payload, unpack_payload
+from ...core.compression import PAYS_AT, deflate, pack_bare_payload, unpack_payload
 from ...core.kinds import record_type
 from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import KINDS, Record
@@ -163,6 +164,18 @@ class Layout:
         """Replace a row's content in place, keeping its `seq` (for updates)."""
         return f"UPDATE {self.table} SET {', '.join(n + ' = ?' for n in self._written())} WHERE seq = ?"
 
+    @cached_property
+    def row_decoder(self) -> Callable[[Sequence[Any]], Record]:
+        """A fast function row -> record, for rows selected with `read_columns` (`codec.record_decoder`;
+        a bytes column's value is unpacked first, `unpack_payload`)."""
+        decode = codec.record_decoder(record_type(self.kind), self.binary)
+        if not self.binary:
+            return lambda row: decode(row[0], row[1], ())
+        if len(self.binary) == 1:
+            return lambda row: decode(row[0], row[1], (None if (stored := row[2]) is None else unpack_payload(stored),))
+        return lambda row: decode(row[0], row[1], [None if stored is None else unpack_payload(stored)
+                                                   for stored in row[2:]])
+
     def row_encoder(self) -> Callable[[Record], tuple[Any, ...]]:
         """A fast function record -> row values, in `insert_sql` order (tenant first)."""
         plain = self.plain_fields
@@ -189,7 +202,7 @@ class Layout:
                     None if embedding is None else embedding.tobytes(),
                     dumps(metadata).decode() if metadata else None,
                     deflate(encode_document(record, binary), pays_at=PAYS_AT),
-                    *(None if (value := data[name]) is None else pack_payload(value) for name in binary))
+                    *(None if (value := data[name]) is None else pack_bare_payload(value) for name in binary))
 
         return encode
 
@@ -246,12 +259,9 @@ def tenant_key(tenant: str | None) -> str:
 
 def decode_row(layout: Layout, row: Sequence[Any]) -> Record:
     """A record from a row selected with `Layout.read_columns` (doc, vec, then the bytes fields)."""
-    if not layout.binary:
-        return codec.decode(layout.kind, row[0], row[1])
-    binary = {name: None if stored is None else unpack_payload(stored)
-              for name, stored in zip(layout.binary, row[2:], strict=True)}
-    return codec.decode(layout.kind, row[0], row[1], binary)
+    return layout.row_decoder(row)
 
 
 def decode_rows(layout: Layout, rows: Sequence[Sequence[Any]]) -> list[Record]:
-    return [decode_row(layout, row) for row in rows]
+    decode = layout.row_decoder
+    return [decode(row) for row in rows]

@@ -199,9 +199,28 @@ def bindable(value: Any) -> bool:
     return value is not None and (type(value) is not int or INT64_MIN <= value <= INT64_MAX)
 
 
-def bound_params(params: Sequence[Any], values: Mapping[str, Any]) -> list[Any]:
-    """A compiled shape's parameters with the call's values in its slots."""
-    return [sql_value(p.field_type, values[p.name]) if type(p) is Slot else p for p in params]
+class Binder:
+    """A compiled shape's statement arguments for a call: the tenant, then its parameters with the
+    call's values in their `Slot`s; None if a value is one the SQL was not compiled for (`bindable`).
+    Made once per compiled shape, so a call only fills the slots."""
+
+    __slots__ = ("_slots", "_template")
+
+    def __init__(self, params: Sequence[Any]) -> None:
+        self._template: list[Any] = [None, *params]
+        self._slots = tuple((index, p.name, p.field_type) for index, p in enumerate(params, 1) if type(p) is Slot)
+
+    def __call__(self, tenant: str, values: Mapping[str, Any]) -> list[Any] | None:
+        args = self._template.copy()
+        args[0] = tenant
+        for index, name, field_type in self._slots:
+            value = values[name]
+            if type(value) is not str:  # a checked str value is stored as it is, whatever the field
+                if not bindable(value):
+                    return None
+                value = sql_value(field_type, value)
+            args[index] = value
+        return args
 
 
 # metadata ---------------------------------------------------------------------------------
