@@ -12,6 +12,7 @@ step idempotent, as a resumable record migration must be.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from ..core.jsonvalues import dumps_json_document
@@ -26,24 +27,22 @@ def sha256_state_digest(canonical_json: bytes) -> str:
     return hashlib.sha256(canonical_json).hexdigest()
 
 
-def _to_xxh3(record: Record) -> dict[str, Any] | None:
-    """The record's new hash if its stored one is its state's SHA-256; None otherwise."""
+def _rehashed(record: Record, stored: Callable[[bytes], str], wanted: Callable[[bytes], str]) -> dict[str, Any] | None:
+    """The checkpoint's `wanted` hash if its stored one is its state's `stored` hash; None otherwise."""
     if not isinstance(record, Checkpoint):
         return None
     canonical = dumps_json_document(record.state, "state")
-    if record.state_hash != sha256_state_digest(canonical):
+    if record.state_hash != stored(canonical):
         return None
-    return {"state_hash": state_digest(canonical)}
+    return {"state_hash": wanted(canonical)}
+
+
+def _to_xxh3(record: Record) -> dict[str, Any] | None:
+    return _rehashed(record, sha256_state_digest, state_digest)
 
 
 def _to_sha256(record: Record) -> dict[str, Any] | None:
-    """The record's SHA-256 hash if its stored one is its state's xxh3-128; None otherwise."""
-    if not isinstance(record, Checkpoint):
-        return None
-    canonical = dumps_json_document(record.state, "state")
-    if record.state_hash != state_digest(canonical):
-        return None
-    return {"state_hash": sha256_state_digest(canonical)}
+    return _rehashed(record, state_digest, sha256_state_digest)
 
 
 STATE_HASH_MIGRATION = RecordMigration(
