@@ -9,7 +9,10 @@ from typing import Any
 import orjson
 
 from mnemostore import KINDS, Store
+from mnemostore.core.jsonvalues import dumps_json_document
 from mnemostore.core.kinds import record_type
+from mnemostore.core.records import hash_state
+from mnemostore.migrations.state_hashes import sha256_state_digest
 
 LAYOUT1 = Path(__file__).parent / "fixtures" / "legacy" / "layout1"
 
@@ -22,12 +25,19 @@ def expected() -> dict[str, Any]:
 
 
 def with_new_defaults(data: dict[str, Any]) -> dict[str, Any]:
-    """`data["records"]` with each record's missing fields (added to its kind since) at their defaults."""
+    """`data["records"]` with each record's missing fields (added to its kind since) at their defaults,
+    and each checkpoint's `state_hash`, the SHA-256 the old code stamped, as the state-hash migration
+    leaves it (xxh3-128 of the same state)."""
     for item in data["records"]:
         fields = record_type(item["kind"]).model_fields
         for name in fields.keys() - item["record"].keys():
             item["record"][name] = fields[name].get_default(call_default_factory=True)
+        if item["kind"] == "checkpoint":
+            canonical = dumps_json_document(item["record"]["state"], "state")
+            assert item["record"]["state_hash"] == sha256_state_digest(canonical), "the fixture's hash is SHA-256"
+            item["record"]["state_hash"] = hash_state(item["record"]["state"])
     return data
+
 
 
 def expected_records(tenant: str | None) -> list[dict[str, Any]]:

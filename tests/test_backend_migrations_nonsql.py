@@ -23,8 +23,9 @@ from mnemostore.core.protocol import Backend
 from mnemostore.core.records import KINDS
 from mnemostore.core.store import open_backend
 from mnemostore.migrations import Runner, rename_metadata_key
-from mnemostore.migrations.ledger import LEDGER_KEY, whoami
+from mnemostore.migrations.ledger import Ledger, whoami
 from mnemostore.migrations.locking import LOCK_KEY, LockInfo, MetaLock, MigrationLock, holding
+from mnemostore.migrations.state_hashes import STATE_HASH_MIGRATION_ID
 
 __all__ = ["chroma_server"]
 
@@ -45,7 +46,8 @@ def test_pre_ledger_store_opens_gets_a_ledger_and_reads_back(name: str, tmp_path
     url = legacy_url(name, root)
     for tenant in expected["tenants"]:
         with mnemostore.open(url, tenant=tenant) as store:
-            assert store.backend.read_meta(LEDGER_KEY) == {"format": 1, "entries": []}
+            ledger = Runner(store.backend).status()
+            assert [(e.id, e.how) for e in ledger.applied] == [(STATE_HASH_MIGRATION_ID, "applied")]
             assert {"dimension": store.params.dimension, "metric": store.params.metric} == expected["params"]
             found = [{"kind": kind, "record": r.model_dump(mode="json")}
                      for kind in KINDS for r in store.collection(kind).all()]
@@ -102,7 +104,7 @@ def test_record_migration_applied_on_open_across_tenants(mode: str, tmp_path: Pa
     write_teams(url)
     with mnemostore.open(url, migrations=[RENAME]) as store:
         assert sorted(store.backend.tenants("outcome"), key=lambda t: t or "") == [None, "acme"]
-        assert [e.id for e in Runner(store.backend, [RENAME]).status().applied] == [RENAME.id]
+        assert [e.id for e in Runner(store.backend, [RENAME]).status().applied] == [STATE_HASH_MIGRATION_ID, RENAME.id]
         assert store.backend.read_meta("migration_progress") is None
         check_renamed(store, "core")
     with mnemostore.open(url, tenant="acme", migrations=[RENAME]) as store:
@@ -195,7 +197,7 @@ def server_backends(chroma_server: ChromaTestServer) -> Iterator[tuple[str, Back
 
 def test_chroma_server_record_migration_through_the_runner(server_backends: tuple[str, Backend, Backend]) -> None:
     url, backend, _ = server_backends
-    assert backend.read_meta(LEDGER_KEY) == {"format": 1, "entries": []}
+    assert Ledger.read(backend).ids == [STATE_HASH_MIGRATION_ID]  # mnemostore's own, recorded on a new store
     write_teams(url)
     with pytest.raises(PendingMigrations, match="mnemostore migrate up"):
         mnemostore.open(url, migrations=[RENAME])

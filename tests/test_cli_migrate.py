@@ -19,6 +19,9 @@ from mnemostore.migrations.locking import LockInfo
 
 LAYOUT = ["sqlite.0001_tables", "sqlite.0002_project_indexes", "sqlite.0003_compressed_docs",
           "sqlite.0004_payload_column", "sqlite.0005_leaner_indexes", "sqlite.0006_bare_payloads"]
+STATE_HASH = "mnemostore.0001_state_hash_xxh3"
+"""mnemostore's own record migration, in every store's history after the layout steps."""
+HISTORY = [*LAYOUT, STATE_HASH]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -54,16 +57,18 @@ def test_status_shows_ledger_params_and_lock(url: str, capsys: pytest.CaptureFix
     assert (code, err) == (0, "")
     assert f"store   {url} (sqlite)" in out
     assert "params  dimension 3, metric cosine" in out
-    assert "6 applied, 0 pending" in out and "state   current" in out and "lock    free" in out
-    assert all(id in out for id in LAYOUT)
+    assert "7 applied, 0 pending" in out and "state   current" in out and "lock    free" in out
+    assert all(id in out for id in HISTORY)
     code, out, _ = run_cli(capsys, "migrate", "status", url, "--json", "--check")
     data = json.loads(out)
-    assert code == 0 and data["current"] and [e["id"] for e in data["applied"]] == LAYOUT
+    assert code == 0 and data["current"] and [e["id"] for e in data["applied"]] == HISTORY
     assert data["params"] == {"dimension": 3, "metric": "cosine"} and data["lock"] is None
     assert data["pending"] == data["changed"] == data["unknown"] == []
 
 
 def test_down_plan_up_round_trip(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
+    assert (code, out) == (0, f"reverted 1 migration(s): {STATE_HASH}\n")
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
     assert (code, out) == (0, "reverted 1 migration(s): sqlite.0006_bare_payloads\n")
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
@@ -81,15 +86,16 @@ def test_down_plan_up_round_trip(url: str, capsys: pytest.CaptureFixture[str]) -
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
     assert (code, out) == (0, "reverted 1 migration(s): sqlite.0002_project_indexes\n")
     code, out, _ = run_cli(capsys, "migrate", "status", url, "--check")
-    assert code == 1 and "1 applied, 5 pending" in out and "Pending (in run order):" in out
+    assert code == 1 and "1 applied, 6 pending" in out and "Pending (in run order):" in out
 
     code, out, _ = run_cli(capsys, "migrate", "plan", url, "--sql")
     assert code == 0 and "1. apply sqlite.0002_project_indexes [layout]" in out and "CREATE INDEX" in out
     code, out, _ = run_cli(capsys, "migrate", "up", url, "--dry-run")
     assert code == 0 and "apply sqlite.0002_project_indexes" in out and "CREATE INDEX" not in out
     code, out, _ = run_cli(capsys, "migrate", "up", url)
-    assert (code, out) == (0, "applied 5 migration(s): sqlite.0002_project_indexes, sqlite.0003_compressed_docs, "
-                              "sqlite.0004_payload_column, sqlite.0005_leaner_indexes, sqlite.0006_bare_payloads\n")
+    assert (code, out) == (0, "applied 6 migration(s): sqlite.0002_project_indexes, sqlite.0003_compressed_docs, "
+                              "sqlite.0004_payload_column, sqlite.0005_leaner_indexes, sqlite.0006_bare_payloads, "
+                              f"{STATE_HASH}\n")
     assert run_cli(capsys, "migrate", "up", url)[1] == "nothing to apply: the store is current\n"
     with mnemostore.open(url) as store:
         assert store.outcomes.get("o1") is not None
@@ -99,14 +105,14 @@ def test_down_to_base_then_up_to_a_target(tmp_path: Path, capsys: pytest.Capture
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     mnemostore.open(url).close()
     code, out, _ = run_cli(capsys, "migrate", "down", url, "base")
-    assert code == 0 and out == f"reverted {len(LAYOUT)} migration(s): {', '.join(reversed(LAYOUT))}\n"
+    assert code == 0 and out == f"reverted {len(HISTORY)} migration(s): {', '.join(reversed(HISTORY))}\n"
     code, out, _ = run_cli(capsys, "migrate", "up", url, LAYOUT[0])
     assert code == 0 and out == f"applied 1 migration(s): {LAYOUT[0]}\n"
     code, out, _ = run_cli(capsys, "migrate", "stamp", url)
-    assert code == 0 and LAYOUT[1] in out and LAYOUT[2] in out
+    assert code == 0 and LAYOUT[1] in out and LAYOUT[2] in out and STATE_HASH in out
     data = json.loads(run_cli(capsys, "migrate", "status", url, "--json")[1])
     assert [(e["id"], e["how"]) for e in data["applied"]] == [
-        (LAYOUT[0], "applied"), *((id, "stamped") for id in LAYOUT[1:])]
+        (LAYOUT[0], "applied"), *((id, "stamped") for id in HISTORY[1:])]
 
 
 def test_application_migrations_changed_and_accepted(

@@ -28,7 +28,7 @@ from mnemostore.core.store import open_backend
 from mnemostore.migrations.ledger import LEDGER_KEY, PROGRESS_KEY, Ledger, LedgerEntry
 from mnemostore.migrations.locking import holding
 from mnemostore.migrations.model import LayoutMigration, Migration, RecordMigration
-from mnemostore.migrations.plan import order
+from mnemostore.migrations.plan import library_migrations, order
 from mnemostore.migrations.records import add_metadata_default
 from mnemostore.migrations.runner import Runner, Step
 from mnemostore.testing.factories import make
@@ -259,18 +259,22 @@ def ledger(backend: Backend) -> list[str]:
 
 CHAIN = [marked(f"mem.{i:04d}") for i in range(4)]
 IDS = [m.id for m in CHAIN]
+LIBRARY = [m.id for m in library_migrations()]
+"""mnemostore's own record migrations: every store's history has them, after its layout steps."""
+ALL = [*IDS, *LIBRARY]
 
 
 def test_plan_lists_the_steps_and_changes_nothing(backend: Backend) -> None:
     runner = Runner(backend, CHAIN)
     steps = runner.plan()
-    assert [(s.migration.id, s.direction) for s in steps] == [(id, "up") for id in IDS]
+    assert [(s.migration.id, s.direction) for s in steps] == [(id, "up") for id in ALL]
     assert steps[0].describe() == "apply mem.0000 [layout]" and steps[0].sql == ()
+    assert steps[-1].describe() == f"apply {LIBRARY[-1]} [records] (not transactional)"
     assert runner.plan("mem.0001") == steps[:2]
     assert not Ledger.read(backend).exists and marks(backend, CHAIN) == []
     runner.up()
     assert [(s.migration.id, s.direction) for s in runner.plan("mem.0001", "down")] == \
-        [("mem.0003", "down"), ("mem.0002", "down")]
+        [(id, "down") for id in LIBRARY[::-1]] + [("mem.0003", "down"), ("mem.0002", "down")]
     assert runner.plan() == []
 
 
@@ -283,10 +287,11 @@ def test_sql_steps_show_their_statements_in_the_plan(backend: Backend) -> None:
 
 def test_up_applies_in_order_once_and_records_each(backend: Backend) -> None:
     runner = Runner(backend, CHAIN)
-    assert runner.up() == IDS
-    assert marks(backend, CHAIN) == IDS and ledger(backend) == IDS
+    assert runner.up() == ALL
+    assert marks(backend, CHAIN) == IDS and ledger(backend) == ALL
     entries = Ledger.read(backend).entries
-    assert [(e.layer, e.how, e.checksum) for e in entries] == [("layout", "applied", m.checksum) for m in CHAIN]
+    assert [(e.layer, e.how, e.checksum) for e in entries] == [
+        (m.layer, "applied", m.checksum) for m in [*CHAIN, *library_migrations()]]
     assert runner.up() == [] and Ledger.read(backend).entries == entries
     assert runner.status().current
 
@@ -297,12 +302,14 @@ def test_up_to_a_target_stops_there(backend: Backend) -> None:
     assert runner.up("mem.0000") == []  # already applied
     with pytest.raises(MigrationError, match=r"no migration 'mem\.9999'"):
         runner.up("mem.9999")
-    assert ledger(backend) == IDS[:2] and [m.id for m in runner.status().pending] == IDS[2:]
+    assert ledger(backend) == IDS[:2] and [m.id for m in runner.status().pending] == ALL[2:]
 
 
 def test_down_reverts_the_newest_or_back_to_a_target(backend: Backend) -> None:
     runner = Runner(backend, CHAIN)
     runner.up()
+    assert runner.down() == LIBRARY[-1:]
+    assert runner.down(IDS[-1]) == LIBRARY[:-1][::-1]
     assert runner.down() == ["mem.0003"]
     assert runner.down("mem.0000") == ["mem.0002", "mem.0001"]
     assert marks(backend, CHAIN) == ledger(backend) == ["mem.0000"]
@@ -321,8 +328,8 @@ def test_down_through_an_irreversible_migration_is_refused_before_reverting_anyt
             runner.down(target)
         with pytest.raises(MigrationError, match=r"cannot revert mem\.b"):
             runner.plan(target, "down")
-        assert ledger(backend) == marks(backend, chain) == ["mem.a", "mem.b", "mem.c"]
-    assert runner.down("mem.b") == ["mem.c"]
+        assert ledger(backend) == [*marks(backend, chain), *LIBRARY] == ["mem.a", "mem.b", "mem.c", *LIBRARY]
+    assert runner.down("mem.b") == [*LIBRARY[::-1], "mem.c"]
 
 
 def test_stamp_records_without_running(backend: Backend) -> None:
@@ -330,7 +337,7 @@ def test_stamp_records_without_running(backend: Backend) -> None:
     assert runner.stamp("mem.0001") == IDS[:2]
     assert [e.how for e in Ledger.read(backend).entries] == ["stamped", "stamped"]
     assert marks(backend, CHAIN) == []
-    assert runner.up() == IDS[2:] and marks(backend, CHAIN) == IDS[2:]
+    assert runner.up() == ALL[2:] and marks(backend, CHAIN) == IDS[2:]
     assert runner.stamp() == []
 
 
@@ -366,11 +373,11 @@ def test_an_unknown_layout_step_means_the_store_is_too_new(backend: Backend) -> 
 
 def test_open_initialises_a_new_store_and_refuses_pending_when_asked(backend: Backend) -> None:
     Runner(backend, CHAIN[:2]).ensure_current(auto=False)  # a new store is laid out even when refusing
-    assert ledger(backend) == IDS[:2]
+    assert ledger(backend) == [*IDS[:2], *LIBRARY]
     with pytest.raises(PendingMigrations, match=r"mem\.0002, mem\.0003.*mnemostore migrate up"):
         Runner(backend, CHAIN).ensure_current(auto=False)
     Runner(backend, CHAIN).ensure_current(auto=True)
-    assert ledger(backend) == IDS
+    assert ledger(backend) == [*IDS[:2], *LIBRARY, *IDS[2:]]
 
 
 def test_refusing_open_waits_for_a_runner_finishing_a_concurrent_first_open(backend: Backend) -> None:
@@ -391,7 +398,7 @@ def test_refusing_open_waits_for_a_runner_finishing_a_concurrent_first_open(back
         opener.start()
         time.sleep(0.2)
         assert outcome == [], "it decided while the lock was held"
-        for migration in CHAIN[2:]:  # the other opener finishes its layout
+        for migration in [*CHAIN[2:], *library_migrations()]:  # the other opener finishes its migrations
             backend.write_meta(LEDGER_KEY, Ledger.read(backend).adding(LedgerEntry.of(migration)).to_json())
     opener.join(timeout=10)
     assert outcome == [None]
@@ -424,47 +431,48 @@ def test_a_resumed_migration_whose_kinds_changed_starts_again(backend: Backend) 
     backend.write_meta(PROGRESS_KEY, {"app.kinds": {"direction": "up", "kind": "heuristic", "tenant": None,
                                                     "after": "h9"}})
     migration = add_metadata_default("app.kinds", "tagged", True, kinds=("outcome",))
-    assert Runner(backend, [migration]).up() == ["app.kinds"]
+    assert Runner(backend, [migration]).up() == [*LIBRARY, "app.kinds"]
     assert all(r.metadata["tagged"] for r in backend.query("outcome", None, None, (), None))
     assert backend.read_meta(PROGRESS_KEY) is None
 
 
 Op = tuple[str, int | str | None]
 OPS = st.lists(st.tuples(st.sampled_from(["up", "down", "stamp"]),
-                         st.one_of(st.none(), st.just("base"), st.integers(0, len(CHAIN) - 1))), max_size=8)
+                         st.one_of(st.none(), st.just("base"), st.integers(0, len(ALL) - 1))), max_size=8)
 
 
 @SETTINGS
 @given(OPS)
 def test_up_down_and_stamp_with_targets_follow_the_model(ops: list[Op]) -> None:
-    """A model of the ledger as a prefix of the chain: each operation's result and effect."""
+    """A model of the ledger as a prefix of the chain (mnemostore's record migrations last): each
+    operation's result and effect."""
     backend = open_backend(f"memory://runner-{uuid.uuid4().hex}")
     runner = Runner(backend, CHAIN)
     applied, ran = 0, set[str]()
     try:
         for verb, target in ops:
-            name = IDS[target] if isinstance(target, int) else target
+            name = ALL[target] if isinstance(target, int) else target
             if verb == "down":
                 if isinstance(target, int) and target >= applied:
                     with pytest.raises(MigrationError):
                         runner.down(name)
                     continue
                 keep = max(applied - 1, 0) if target is None else 0 if target == "base" else int(target) + 1
-                assert runner.down(name) == IDS[keep:applied][::-1]
-                ran -= set(IDS[keep:applied])
+                assert runner.down(name) == ALL[keep:applied][::-1]
+                ran -= set(ALL[keep:applied])
                 applied = keep
             else:
                 if target == "base":
                     with pytest.raises(MigrationError):
                         getattr(runner, verb)(name)
                     continue
-                through = len(IDS) if target is None else max(applied, int(target) + 1)
-                assert getattr(runner, verb)(name) == IDS[applied:through]
+                through = len(ALL) if target is None else max(applied, int(target) + 1)
+                assert getattr(runner, verb)(name) == ALL[applied:through]
                 if verb == "up":
-                    ran |= set(IDS[applied:through])
+                    ran |= set(ALL[applied:through])
                 applied = through
-            assert ledger(backend) == IDS[:applied]
-            assert set(marks(backend, CHAIN)) == ran
+            assert ledger(backend) == ALL[:applied]
+            assert set(marks(backend, CHAIN)) == ran - set(LIBRARY)
     finally:
         backend.close()
 

@@ -34,16 +34,19 @@ from mnemostore.core.compression import inflate
 from mnemostore.core.errors import LockHeld, MigrationError, PendingMigrations, SchemaMismatch, StoreTooNew
 from mnemostore.core.filters import F
 from mnemostore.core.protocol import Backend
-from mnemostore.core.records import KINDS
+from mnemostore.core.records import KINDS, Checkpoint
 from mnemostore.core.store import open_backend
 from mnemostore.migrations import LayoutMigration, Runner
 from mnemostore.migrations.locking import holding
+from mnemostore.migrations.state_hashes import STATE_HASH_MIGRATION, STATE_HASH_MIGRATION_ID
 from mnemostore.testing.factories import make, vectors
 
 __all__ = ["postgres_server"]
 
 IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs",
        "postgres.0004_zstd_docs", "postgres.0005_payload_column", "postgres.0006_leaner_indexes"]
+ALL = [*IDS, STATE_HASH_MIGRATION_ID]
+"""The layout history, then mnemostore's own record migration."""
 SCOPE_INDEXES = {f"mnemo_{kind}_{suffix}" for kind in KINDS for suffix in ("agent", "project")}
 PARENT_COLUMN = ("mnemo_checkpoint", "parent_ids", "text[]", "default", False)
 """The column layout 3 adds (a checkpoint's parent_ids)."""
@@ -112,7 +115,8 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
         status = Runner(store.backend).status()
         assert [(e.id, e.how, e.transactional) for e in status.applied] == [
             (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True),
-            (IDS[3], "applied", True), (IDS[4], "applied", True), (IDS[5], "applied", False)]
+            (IDS[3], "applied", True), (IDS[4], "applied", True), (IDS[5], "applied", False),
+            (STATE_HASH_MIGRATION_ID, "applied", False)]
         assert status.current
     schema = schema_of(url)
     assert layout_version(postgres_server, schema) == 6
@@ -144,7 +148,7 @@ def test_plan_shows_each_steps_sql_and_the_backend_renders_it(postgres_server: P
     url = postgres_server.url(schema=f'odd "name" {uuid.uuid4().hex[:6]}')
     with backend_at(url) as backend:
         steps = Runner(backend).plan()
-        assert [step.migration.id for step in steps] == IDS
+        assert [step.migration.id for step in steps] == ALL
         assert steps[1].describe() == f"apply {IDS[1]} [layout] (not transactional)"
         quoted = '"' + backend.options.schema_name.replace('"', '""') + '"'
         first = "\n".join(steps[0].sql)  # the plan shows the SQL as it runs on this store
@@ -157,9 +161,10 @@ def test_plan_shows_each_steps_sql_and_the_backend_renders_it(postgres_server: P
                                "(tenant, left(agent, 64))")
         # The checksum covers the templates: the same for every schema and prefix.
         with backend_at(postgres_server.url(table_prefix="other_")) as second:
-            assert Runner(second).up() == IDS
+            assert Runner(second).up() == ALL
             applied = Runner(second).status().applied
-            assert [(e.id, e.checksum) for e in applied] == [(m.id, m.checksum) for m in HISTORY]
+            history = (*HISTORY, STATE_HASH_MIGRATION)
+            assert [(e.id, e.checksum) for e in applied] == [(m.id, m.checksum) for m in history]
             assert second.tenants("outcome") == []
 
 
@@ -170,6 +175,7 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
     with backend_at(url) as backend:
         runner = Runner(backend)
         assert "mnemo_checkpoint_created" not in {name for name, _ in catalog(postgres_server, schema)[1]}
+        assert runner.down() == [STATE_HASH_MIGRATION_ID]
         assert runner.down() == [IDS[5]]
         assert "mnemo_checkpoint_created" in {name for name, _ in catalog(postgres_server, schema)[1]}
         assert layout_version(postgres_server, schema) == 5
@@ -187,7 +193,7 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
         assert catalog(postgres_server, schema)[0] == [
             ("mnemo_meta", "key", "text", "default", True), ("mnemo_meta", "value", "jsonb", None, True)]
         assert layout_version(postgres_server, schema) is None
-        assert runner.up() == IDS
+        assert runner.up() == ALL
     with mnemostore.open(url, dimension=4) as store:
         recorded = store.outcomes.record("code", True, embedding=[1.0, 0.0, 0.0, 0.0])
         assert store.outcomes.search([1.0, 0.0, 0.0, 0.0], k=1)[0].record.id == recorded.id
@@ -205,7 +211,7 @@ def test_failed_atomic_step_leaves_no_trace(postgres_server: PostgresTestServer)
         with pytest.raises(MigrationError, match=r"postgres\.9001_broken.*statement 3 of 3.*DivisionByZero.*"
                                                  r"rolled back: nothing of it was applied"):
             Runner(backend, [broken]).up()
-        assert ledger_of(backend) == [(id, "applied") for id in IDS]
+        assert ledger_of(backend) == [(id, "applied") for id in ALL]
         assert Runner(backend, [broken]).status().pending == (broken,)
     with closing(connect(postgres_server)) as conn:
         row = conn.execute("SELECT to_regclass(%s), (SELECT count(*) FROM information_schema.columns "
@@ -250,7 +256,7 @@ def test_lock_waits_then_names_the_holder_and_break_lock_frees_it(postgres_serve
             assert time.monotonic() - started >= 0.5
             holder = Runner(second).lock_holder()
             assert holder is not None and holder.token == str(pid) and holder.expires_at is None
-            assert Runner(elsewhere, lock_wait=0).up() == IDS  # another schema: another lock
+            assert Runner(elsewhere, lock_wait=0).up() == ALL  # another schema: another lock
             broken = Runner(second).break_lock()
             assert broken is not None and broken.token == str(pid)
             assert Runner(second).lock_holder() is None
@@ -279,9 +285,9 @@ def test_concurrent_runners_on_a_fresh_schema_apply_each_step_once(postgres_serv
     for worker in workers:
         worker.join(120)
     assert [worker.exitcode for worker in workers] == [0, 0]
-    assert sorted([results.get(timeout=5), results.get(timeout=5)]) == [[], IDS]
+    assert sorted([results.get(timeout=5), results.get(timeout=5)]) == [[], ALL]
     with backend_at(url) as backend:
-        assert [id for id, _ in ledger_of(backend)] == IDS
+        assert [id for id, _ in ledger_of(backend)] == ALL
 
 
 # stores written before the ledger ------------------------------------------------------------
@@ -290,7 +296,7 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
     url = postgres_server.url(schema=schema)
     with backend_at(url) as backend:
         assert backend.legacy_layout() == IDS[0]
-        assert [step.migration.id for step in Runner(backend).plan()] == IDS  # no ledger yet: all look pending
+        assert [step.migration.id for step in Runner(backend).plan()] == ALL  # no ledger yet: all look pending
     with pytest.raises(PendingMigrations, match=rf"{IDS[1]}.*mnemostore migrate up postgresql://"):
         mnemostore.open(url)
     with backend_at(url) as backend:
@@ -301,7 +307,8 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
         with mnemostore.open(url, tenant=tenant, migrate="auto") as store:
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
             assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied"),
-                                                (IDS[3], "applied"), (IDS[4], "applied"), (IDS[5], "applied")]
+                                                (IDS[3], "applied"), (IDS[4], "applied"), (IDS[5], "applied"),
+                                                (STATE_HASH_MIGRATION_ID, "applied")]
     assert layout_version(postgres_server, schema) == 6
     after = catalog(postgres_server, schema)
     added_last = {column: n + 1 for n, column in enumerate(ADDED_COLUMNS)}
@@ -432,7 +439,7 @@ def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgr
         assert [c.parent_ids for c in chain] == [[], [chain[0].id], [chain[1].id]]
         assert get_byte0(raw_documents(postgres_server, schema, "checkpoint")[chain[2].id]) != b"{"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[1]) == [IDS[5], IDS[4], IDS[3], IDS[2]]
+        assert Runner(backend).down(IDS[1]) == [STATE_HASH_MIGRATION_ID, IDS[5], IDS[4], IDS[3], IDS[2]]
     assert layout_version(postgres_server, schema) == 2
     assert PARENT_COLUMN not in catalog(postgres_server, schema)[0]
     docs = raw_documents(postgres_server, schema, "checkpoint")
@@ -457,11 +464,12 @@ def test_layout4_zstd_documents_go_back_to_zlib_for_layout3_and_up_again(postgre
     url = postgres_server.url()
     schema = schema_of(url)
     big = {"messages": [f"message {i}: " + "lorem ipsum " * 20 for i in range(200)]}
-    with mnemostore.open(url) as store:
-        saved = store.checkpoints.save("run", big)
+    with mnemostore.open(url) as store:  # a hash of the application's own: the state-hash migration's
+        # revert and reapply leave its document as the layout step wrote it
+        saved = store.checkpoints.put([Checkpoint(run_id="run", state=big, state_hash="app-given")])[0]
     assert raw_documents(postgres_server, schema, "checkpoint")[saved.id][:4] == b"\x28\xb5\x2f\xfd"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[2]) == [IDS[5], IDS[4], IDS[3]]
+        assert Runner(backend).down(IDS[2]) == [STATE_HASH_MIGRATION_ID, IDS[5], IDS[4], IDS[3]]
     assert layout_version(postgres_server, schema) == 3
     stored = raw_documents(postgres_server, schema, "checkpoint")[saved.id]
     assert orjson.loads(zlib.decompress(stored))["state"] == big
@@ -492,7 +500,7 @@ def test_layout5_payloads_fold_into_documents_for_layout4_and_move_back(postgres
     assert packed[saved[1].id] == b"\x00" + varied and packed[saved[3].id] is None
     assert all(b"payload" not in inflate(doc) for doc in raw_documents(postgres_server, schema, "checkpoint").values())
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[3]) == [IDS[5], IDS[4]]
+        assert Runner(backend).down(IDS[3]) == [STATE_HASH_MIGRATION_ID, IDS[5], IDS[4]]
     assert layout_version(postgres_server, schema) == 4
     assert PAYLOAD_COLUMN not in catalog(postgres_server, schema)[0]
     docs = {id: orjson.loads(inflate(doc)) for id, doc in raw_documents(postgres_server, schema, "checkpoint").items()}

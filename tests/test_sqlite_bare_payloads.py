@@ -127,4 +127,6 @@ def test_layout_6_stores_bare_payloads_and_reverting_it_prefixes_them_all(
         assert store.checkpoints[again.id].payload == b"new"
         assert {record.id: record.data for record in store.collection(Attachment).all()} == PAYLOADS
     assert columns(path, "mnemo_checkpoint", "payload")[again.id] == b"new"
-    assert columns(path, "mnemo_checkpoint", "payload")[saved["varied"]][:1] == b"\x00"  # left in layout 5's form
+    # rows of layout 5's form are left as they are (the checkpoints were rewritten by the state-hash rehash, which
+    # ran again after the revert; the application kind's rows were not)
+    assert columns(path, "mnemo_attachment", "data")["varied"][:1] == b"\x00"

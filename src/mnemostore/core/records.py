@@ -7,12 +7,12 @@ Embeddings are float32 arrays checked with numpy (see `vectors.as_vector`).
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
 import orjson
+import xxhash
 from pydantic import (
     AfterValidator,
     AwareDatetime,
@@ -321,9 +321,10 @@ def hash_exact_state(state: dict[str, Any]) -> str:
 
 
 def state_digest(canonical_json: bytes) -> str:
-    """A `state_hash`: SHA-256 (hex) of the state's canonical JSON (sorted keys, so equal states hash
-    equally). Stored and filterable: another algorithm needs a migration rehashing stored checkpoints."""
-    return hashlib.sha256(canonical_json).hexdigest()
+    """A `state_hash`: xxh3-128 (32 hex digits) of the state's canonical JSON (sorted keys, so equal
+    states hash equally): a fast digest for finding equal states, not a cryptographic one. Stored and
+    filterable: another algorithm needs a migration rehashing stored checkpoints (`migrations.state_hashes`)."""
+    return xxhash.xxh3_128_hexdigest(canonical_json)
 
 
 class Embedding(Record):

@@ -9,7 +9,10 @@ checksum `copy` reports). An archive is written to `NAME.partial` and renamed wh
 
 Import reads the archive twice: first to validate every record and check the footer (a
 truncated or edited archive is refused before anything is written), then to write. Writing
-follows the rules of `copy` (empty destination, resume, overwrite; see `destination.py`).
+follows the rules of `copy` (empty destination, resume, overwrite; see `destination.py`). Records
+of an archive from an older mnemostore are written as mnemostore's own record migrations leave
+them (`records.brought_up_to_date`: a SHA-256 `state_hash` becomes xxh3-128), so the destination
+never mixes them; verification compares the destination with those records.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ..core.records import Record
 from .copying import CopyReport, KindReport, check_batch_size, verify
 from .destination import Destination, Origin, opened
 from .progress import Progress, Silent
+from .records import brought_up_to_date
 from .streams import Digest, batches, chosen_kinds, digest_kind, every_kind_of, kind_count, kind_key, tenant_key
 
 if TYPE_CHECKING:
@@ -330,8 +334,11 @@ def import_archive(path: str | os.PathLike[str], destination: str | Store, *, ba
                 report_to.begin(f"import {kind}", info.counts[kind])
                 began = time.perf_counter()
 
+        expected = {kind: Digest() for kind in info.kinds}
         with _lines(info.path) as lines:
-            for kind, record in _Reader(info.path).records(lines):
+            for kind, archived in _Reader(info.path).records(lines):
+                record = brought_up_to_date(archived)
+                expected[kind].update((record,))
                 if target.position is not None and target.position.passed(kind, record.tenant_id, record.id):
                     continue
                 if (kind, record.tenant_id) != current or len(pending) >= batch_size:
@@ -348,7 +355,7 @@ def import_archive(path: str | os.PathLike[str], destination: str | Store, *, ba
             report_to.begin(f"verify {kind}", info.counts[kind])
             written = digest_kind(target.backend, kind, batch_size, report_to.advance)
             report_to.end()
-            verify(kind, (info.counts[kind], info.checksums[kind]), written.totals, str(info.path), target.name)
+            verify(kind, expected[kind].totals, written.totals, str(info.path), target.name)
             reports[kind] = KindReport(kind, copied[kind], written.count, written.hexdigest, seconds[kind],
                                        time.perf_counter() - checked)
         target.finish()

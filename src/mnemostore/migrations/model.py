@@ -160,7 +160,9 @@ class RecordMigration(Migration):
     `change` maps a record to its field changes (or None); it runs in batches of
     `batch_size` in id order per kind and tenant, resumable after an interruption, so it
     must be idempotent (applying it to an already-changed record changes nothing).
-    `parameters` joins the function's source in the checksum.
+    `parameters` joins the function's source in the checksum. `new_stores=False` declares a change
+    no record this code writes needs (mnemostore's own rehash): a brand-new store, which holds no
+    records yet, records it as applied without reading anything.
     """
 
     kinds: tuple[str, ...] = KINDS
@@ -168,6 +170,7 @@ class RecordMigration(Migration):
     revert: RecordChange | None = None
     parameters: tuple[Any, ...] = ()
     batch_size: int = 500
+    new_stores: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layer", "records")

@@ -15,14 +15,22 @@ from .ledger import Ledger, LedgerEntry
 from .model import LayoutMigration, Migration
 
 
+def library_migrations() -> tuple[Migration, ...]:
+    """mnemostore's own record migrations: part of every store's history, on every backend."""
+    from .state_hashes import STATE_HASH_MIGRATION
+
+    return (STATE_HASH_MIGRATION,)
+
+
 def known_migrations(backend_cls: type, extra: Sequence[Migration] = ()) -> list[Migration]:
-    """The backend's layout history, plugins' migrations for it, and `extra`, in run order."""
+    """The backend's layout history, mnemostore's record migrations, plugins' migrations for the
+    backend, and `extra`, in run order."""
     from ..core.registry import registry
 
     layout = list(getattr(backend_cls, "layout_migrations", ()))
     name = getattr(backend_cls, "name", "")
     found: list[Migration] = []
-    for migration in [*registry.plugin_migrations(), *extra]:
+    for migration in [*library_migrations(), *registry.plugin_migrations(), *extra]:
         if not isinstance(migration, Migration):
             raise ConfigError(f"not a migration: {migration!r} (use LayoutMigration or RecordMigration)")
         if isinstance(migration, LayoutMigration) and migration.backend != name:

@@ -36,6 +36,19 @@ def changed_record(record: Record, changes: Mapping[str, Any]) -> Record:
     return changed
 
 
+def brought_up_to_date(record: Record) -> Record:
+    """`record` as mnemostore's own record migrations leave a stored one (`plan.library_migrations`):
+    for records from an older store that enter a current one without being stored first (an archive)."""
+    from .plan import library_migrations
+
+    for migration in library_migrations():
+        if isinstance(migration, RecordMigration) and record.kind in migration.kinds:
+            changes = migration.function("up")(record)
+            if changes:
+                record = changed_record(record, changes)
+    return record
+
+
 def run_records(backend: Backend, migration: RecordMigration, direction: Direction,
                 keep_alive: Callable[[], None], progress: Progress) -> int:
     """Apply (or revert) `migration` to every record it covers; return how many changed."""

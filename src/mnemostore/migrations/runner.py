@@ -92,6 +92,7 @@ class Runner:
             ledger = self._adopt(Ledger.read(self.backend))
             status = compare(self.migrations, ledger)
             self._check_sound(status)
+            new = self._is_new(status)
             done: list[str] = []
             chosen = self._up_steps(status, target) if kinds else self._pending_through(status, target)
             for migration in chosen:
@@ -99,7 +100,7 @@ class Runner:
                     self._run_kind(migration)
                     info = self.lock.refresh(info)
                 else:
-                    ledger, info = self._run(migration, "up", ledger, info)
+                    ledger, info = self._run(migration, "up", ledger, info, new)
                 done.append(migration.id)
             if not ledger.exists:
                 self.backend.write_meta(LEDGER_KEY, ledger.to_json())
@@ -292,7 +293,9 @@ class Runner:
         return steps
 
     def _run(self, migration: Migration, direction: Direction, ledger: Ledger,
-             info: LockInfo) -> tuple[Ledger, LockInfo]:
+             info: LockInfo, new_store: bool = False) -> tuple[Ledger, LockInfo]:
+        """Apply or revert one layout or record migration and record it; a record migration that new
+        stores do not need (`RecordMigration.new_stores`) is only recorded on a brand-new store."""
         after = ledger.adding(LedgerEntry.of(migration)) if direction == "up" else ledger.removing(migration.id)
         if isinstance(migration, LayoutMigration):
             try:
@@ -309,7 +312,8 @@ class Runner:
             def keep_alive() -> None:
                 holder[0] = self.lock.refresh(holder[0])
 
-            run_records(self.backend, migration, direction, keep_alive, self.progress)
+            if not (new_store and not migration.new_stores):
+                run_records(self.backend, migration, direction, keep_alive, self.progress)
             info = holder[0]
             self.backend.write_meta(LEDGER_KEY, after.to_json())
         return after, self.lock.refresh(info)

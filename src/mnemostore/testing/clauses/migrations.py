@@ -28,13 +28,15 @@ from ...core.errors import (
     SchemaMismatch,
     StoreTooNew,
 )
-from ...core.records import Record
+from ...core.jsonvalues import dumps_json_document
+from ...core.records import Checkpoint, Record, hash_state
 from ...core.store import Store
 from ...core.url import StoreURL
 from ...migrations.ledger import LEDGER_KEY, PROGRESS_KEY, Ledger, LedgerEntry, whoami
 from ...migrations.locking import holding
 from ...migrations.records import add_metadata_default, rename_metadata_key
 from ...migrations.runner import Runner
+from ...migrations.state_hashes import STATE_HASH_MIGRATION_ID, sha256_state_digest
 from ..factories import make, vectors
 from ..oracle import assert_same_records
 from ..requirements import requires, since
@@ -110,6 +112,55 @@ def each_run_once(count: int) -> dict[str | None, dict[str, int]]:
 def entries(store: Store, id: str) -> list[LedgerEntry]:
     """The ledger entries for migration `id` (one if applied: never two)."""
     return [entry for entry in Ledger.read(store.backend).entries if entry.id == id]
+
+
+HASHED_STATES: tuple[dict[str, Any], ...] = (
+    {"step": 0}, {"step": 1, "messages": ["hi", "there"]}, {"z": {"b": [None, True, 1.5], "a": "é"}, "step": 2})
+"""States of the checkpoints an older mnemostore hashed with SHA-256 (keys out of order: the hash
+sorts them)."""
+
+
+class Interrupted(Exception):
+    """Raised by `InterruptedAfterOneBatch` to stop a record migration the way a crash would."""
+
+
+class InterruptedAfterOneBatch:
+    """Progress that stops the run once its first batch is written and its position saved."""
+
+    def begin(self, label: str, total: int | None) -> None:
+        pass
+
+    def advance(self, count: int) -> None:
+        raise Interrupted
+
+    def end(self) -> None:
+        pass
+
+
+def sha256_of(state: dict[str, Any]) -> str:
+    """The `state_hash` mnemostore stamped before xxh3-128."""
+    return sha256_state_digest(dumps_json_document(state, "state"))
+
+
+def store_of_older_code(stores: Mapping[str | None, Store]) -> None:
+    """Checkpoints hashed the old way in every tenant (and one with an application's own hash), and
+    a ledger without the state-hash migration: the store an older mnemostore leaves."""
+    for store in stores.values():
+        store.checkpoints.put([Checkpoint(id=f"old{n}", run_id="r", sequence=n, state=state,
+                                          state_hash=sha256_of(state)) for n, state in enumerate(HASHED_STATES)])
+        store.checkpoints.put([Checkpoint(id="given", run_id="r", state={"x": 1}, state_hash="app-given")])
+    backend = stores[None].backend
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing(STATE_HASH_MIGRATION_ID).to_json())
+
+
+def stored_hashes(stores: Mapping[str | None, Store]) -> dict[str | None, dict[str, str]]:
+    """Each tenant's checkpoints' stored `state_hash` by id."""
+    return {tenant: {c.id: c.state_hash for c in store.checkpoints.all()} for tenant, store in stores.items()}
+
+
+def hashes_by(digest: Callable[[dict[str, Any]], str]) -> dict[str, str]:
+    """The hashes `store_of_older_code`'s checkpoints hold once hashed by `digest`."""
+    return {**{f"old{n}": digest(state) for n, state in enumerate(HASHED_STATES)}, "given": "app-given"}
 
 
 def seed_heuristics(stores: Mapping[str | None, Store], count: int) -> None:
@@ -376,6 +427,40 @@ class MigrationClauses:
             open_store(migrations=[pending], migrate="auto")
         assert [r.metadata["reviewed"] for r in store.outcomes.all()] == [False] * 3
         assert len(entries(store, pending.id)) == 1
+
+    @since("1.9")
+    def test_checkpoints_an_older_mnemostore_hashed_are_rehashed_resumably_and_found_by_one_filter(
+            self, open_store: Callable[..., Store]) -> None:
+        """SHA-256 state hashes become xxh3-128 (`mnemostore.0001_state_hash_xxh3`): refused on open when
+        asked, naming the command; an interrupted run resumes; then every hash equals a fresh one and a
+        filter on a state's hash finds its old and new checkpoints; an application's own hash is kept;
+        `down` puts SHA-256 back."""
+        stores = tenant_stores(open_store)
+        store_of_older_code(stores)
+        older = hashes_by(sha256_of)
+        assert stored_hashes(stores) == dict.fromkeys(TENANTS, older)
+        with pytest.raises(PendingMigrations) as caught:
+            open_store(migrate="refuse")
+        assert "mnemostore migrate up" in str(caught.value) and STATE_HASH_MIGRATION_ID in str(caught.value)
+
+        with pytest.raises(Interrupted):
+            Runner(stores[None].backend, progress=InterruptedAfterOneBatch()).up()
+        assert entries(stores[None], STATE_HASH_MIGRATION_ID) == [], "an interrupted run was recorded as applied"
+        assert stored_hashes(stores) == {None: hashes_by(hash_state), "t2": older}, (
+            "the first tenant's batch must be rehashed and the other tenant's checkpoints not yet")
+        opened = open_store(migrate="auto")  # resumes after the saved position
+        assert [m.id for m in Runner(opened.backend).status().pending] == []
+        assert STATE_HASH_MIGRATION_ID not in (opened.backend.read_meta(PROGRESS_KEY) or {}), "progress left behind"
+        assert stored_hashes(stores) == dict.fromkeys(TENANTS, hashes_by(hash_state))
+        for store in stores.values():
+            fresh = store.checkpoints.save("r2", dict(reversed(HASHED_STATES[2].items())), parent=None)
+            assert fresh.state_hash == hash_state(HASHED_STATES[2])
+            found = store.checkpoints.query({"state_hash": fresh.state_hash}, order_by="id")
+            assert [c.id for c in found] == sorted(["old2", fresh.id]), "one filter must find old and new"
+
+        assert Runner(stores[None].backend).down() == [STATE_HASH_MIGRATION_ID]
+        assert {tenant: {id: found for id, found in hashes.items() if id in older}
+                for tenant, hashes in stored_hashes(stores).items()} == dict.fromkeys(TENANTS, older)
 
     @since("1.1")
     def test_a_store_migrated_by_a_newer_mnemostore_is_refused(self, open_store: Callable[..., Store]) -> None:
