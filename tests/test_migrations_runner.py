@@ -291,7 +291,7 @@ def test_up_applies_in_order_once_and_records_each(backend: Backend) -> None:
     assert marks(backend, CHAIN) == IDS and ledger(backend) == ALL
     entries = Ledger.read(backend).entries
     assert [(e.layer, e.how, e.checksum) for e in entries] == [
-        (m.layer, "applied", m.checksum) for m in [*CHAIN, *library_migrations()]]
+        (m.ledger_layer, "applied", m.checksum) for m in [*CHAIN, *library_migrations()]]
     assert runner.up() == [] and Ledger.read(backend).entries == entries
     assert runner.status().current
 

@@ -111,3 +111,21 @@ def test_an_archive_an_older_mnemostore_exported_imports_with_current_hashes(tmp
         hashes = {c.id: c.state_hash for c in new.checkpoints.all()}
         assert hashes == {**{f"c{n}": hash_state(state) for n, state in enumerate(states)}, "own": "app-given"}
         assert new.checkpoints.count({"state_hash": hash_state(states[1])}) == 1
+
+
+def test_an_older_mnemostore_refuses_a_store_this_one_rehashed(tmp_path: Any, monkeypatch: Any) -> None:
+    """Older code does not know the rehash: it must refuse the store, not write SHA-256 hashes beside xxh3 ones."""
+    import pytest
+
+    from mnemostore.core.errors import StoreTooNew
+    from mnemostore.migrations import plan
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with mnemostore.open(url) as store:
+        store.checkpoints.save("run", {"step": 1}, parent=None)
+    monkeypatch.setattr(plan, "library_migrations", lambda: ())  # what an older mnemostore knows
+    with pytest.raises(StoreTooNew, match=r"mnemostore\.0001_state_hash_xxh3"):
+        mnemostore.open(url)
+    monkeypatch.undo()
+    with mnemostore.open(url) as store:
+        assert store.checkpoints.count() == 1

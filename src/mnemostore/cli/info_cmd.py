@@ -59,12 +59,15 @@ def collect(url: str | None, tenant: str | None = None) -> dict[str, Any]:
 
 
 def schema_version(backend: Any) -> str:
-    """The newest layout step in the store's migration ledger, with how many migrations it records."""
+    """The backend's newest layout step in the store's migration ledger, with how many migrations it records."""
     from ..migrations.ledger import Ledger
+    from ..migrations.plan import library_migrations
 
     ledger = Ledger.read(backend)
-    layout = [entry.id for entry in ledger.entries if entry.layer == "layout"]
-    if not ledger.entries:
+    library = {migration.id for migration in library_migrations()}  # every store's: they say nothing of its layout
+    own = [entry for entry in ledger.entries if entry.id not in library]
+    layout = [entry.id for entry in own if entry.layer == "layout"]
+    if not own:
         return SCHEMA_VERSION_UNKNOWN
     newest = layout[-1] if layout else "no layout steps"
     return f"{newest} ({len(ledger.entries)} migration(s) applied)"

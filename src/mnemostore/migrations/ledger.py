@@ -53,7 +53,7 @@ class LedgerEntry:
 
     @classmethod
     def of(cls, migration: Migration, how: str = "applied") -> LedgerEntry:
-        return cls(migration.id, migration.layer, migration.checksum, datetime.now(UTC).isoformat(),
+        return cls(migration.id, migration.ledger_layer, migration.checksum, datetime.now(UTC).isoformat(),
                    runner_version(), whoami(), migration.transactional, how)
 
 

@@ -98,6 +98,11 @@ class Migration:
         raise NotImplementedError
 
     @property
+    def ledger_layer(self) -> Layer:
+        """The layer the ledger records: an older mnemostore refuses a store with layout steps it does not know."""
+        return self.layer
+
+    @property
     def reversible(self) -> bool:
         raise NotImplementedError
 
@@ -162,7 +167,9 @@ class RecordMigration(Migration):
     must be idempotent (applying it to an already-changed record changes nothing).
     `parameters` joins the function's source in the checksum. `new_stores=False` declares a change
     no record this code writes needs (mnemostore's own rehash): a brand-new store, which holds no
-    records yet, records it as applied without reading anything.
+    records yet, records it as applied without reading anything. `locks_out_older=True` records it in
+    the ledger as a layout step, so an older mnemostore, which does not know it, refuses the store
+    (`StoreTooNew`) instead of writing records the way the migration undid (mnemostore's own migrations).
     """
 
     kinds: tuple[str, ...] = KINDS
@@ -171,6 +178,7 @@ class RecordMigration(Migration):
     parameters: tuple[Any, ...] = ()
     batch_size: int = 500
     new_stores: bool = True
+    locks_out_older: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layer", "records")
@@ -184,6 +192,10 @@ class RecordMigration(Migration):
         if type(self.batch_size) is not int or self.batch_size < 1:
             raise ConfigError(f"record migration {self.id!r}: batch_size must be a positive integer")
         super().__post_init__()
+
+    @property
+    def ledger_layer(self) -> Layer:
+        return "layout" if self.locks_out_older else self.layer
 
     def content(self) -> str:
         return (f"records {','.join(self.kinds)} {self.parameters!r}\nchange: {describe_step(self.change)}"

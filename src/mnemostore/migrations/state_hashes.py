@@ -47,6 +47,7 @@ def _to_sha256(record: Record) -> dict[str, Any] | None:
 
 STATE_HASH_MIGRATION = RecordMigration(
     STATE_HASH_MIGRATION_ID, kinds=("checkpoint",), change=_to_xxh3, revert=_to_sha256, new_stores=False,
+    locks_out_older=True,
     description="checkpoints' state_hash from SHA-256 to xxh3-128 (a fast digest of equal states)")
 """Part of every store's migrations (`plan.known_migrations`): stores written by older code rehash
 on open (embedded ones) or refuse to open until `mnemostore migrate up` (servers)."""
