@@ -188,6 +188,19 @@ class FilterClauses(SpecimenFixtures):
             check_filter(store, "outcome", written, where)
             store.outcomes.put(written)
 
+    @since("1.9")
+    @requires(Capability.FILTER_METADATA)
+    def test_metadata_texts_with_quotes_escapes_and_unicode_filter_exactly(self, store: Store) -> None:
+        """A metadata text matches itself under its own key and nothing else, however the backend keeps
+        metadata (JSON with escapes, a substring test on the stored text before parsing it)."""
+        for text in ('a"b', "a\\b", "tab\there", "new\nline", "\u00e9", "\u2028", "", "[1]", "{}", "topic"):
+            holding = [{"topic": text}, {"other": text}, {"topic": [text]}, {"topic": {"k": text}},
+                       {"topic": text + "x"}, {}, {"topic": 1}, {"topic": None}]
+            written = [make("outcome", i, metadata=metadata) for i, metadata in enumerate(holding)]
+            for where in (F.metadata["topic"] == text, F.metadata["topic"] != text):
+                store.outcomes.put(written)
+                check_filter(store, "outcome", written, where)
+
     def test_bool_fields_are_not_numbers(self, store: Store) -> None:
         written = batch("outcome", 8)
         store.outcomes.put(written)
