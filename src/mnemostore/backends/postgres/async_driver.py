@@ -128,13 +128,13 @@ async def _execute(conn: AsyncConnection, step: Any) -> Any:
         await cursor.execute(step.statement, step.params)
         return await _result(cursor, step)
     if kind is RunMany:
-        await conn.cursor().executemany(step.statement, step.rows)
+        await _cursor(conn, step).executemany(step.statement, step.rows)
         return None
     if kind is Pipelined:
         cursors = []
         async with conn.pipeline(), conn.transaction() if step.transaction else nullcontext():
             for part in step.steps:
-                cursor = _cursor(conn, part)
+                cursor = _cursor(conn, part, alone=False)
                 if type(part) is Run:
                     await cursor.execute(part.statement, part.params)
                 else:
@@ -151,10 +151,10 @@ async def _execute(conn: AsyncConnection, step: Any) -> Any:
     raise TypeError(f"a plan yielded {step!r} after connecting")
 
 
-def _cursor(conn: AsyncConnection, step: Run | RunMany) -> psycopg.AsyncCursor[Any]:
+def _cursor(conn: AsyncConnection, step: Run | RunMany, alone: bool = True) -> psycopg.AsyncCursor[Any]:
     import psycopg
 
-    found: psycopg.AsyncCursor[Any] = cursor_for(conn, step, psycopg.AsyncRawCursor)
+    found: psycopg.AsyncCursor[Any] = cursor_for(conn, step, psycopg.AsyncRawCursor, alone)
     return found
 
 

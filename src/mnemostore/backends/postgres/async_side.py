@@ -50,11 +50,14 @@ class AsyncPostgresSide(AsyncBackend):
     async def open(self) -> None:
         from psycopg_pool import AsyncConnectionPool
 
+        from .own_connections import OwnAsyncConnection
+
         backend, options = self.backend, self.backend.options
         if not backend._own_pool:
             return
         self.pool = AsyncConnectionPool(
-            backend.conninfo(), min_size=options.pool_min_size, max_size=options.pool_max_size, open=False,
+            backend.conninfo(), connection_class=OwnAsyncConnection, min_size=options.pool_min_size,
+            max_size=options.pool_max_size, open=False,
             configure=self._configure, check=self._check, timeout=options.pool_timeout,
             name=f"mnemostore-async:{options.schema_name}", num_workers=2)
         await self.pool.open()

@@ -184,6 +184,8 @@ class PostgresBackend(Backend):
         import psycopg
         from psycopg_pool import ConnectionPool
 
+        from .own_connections import OwnConnection
+
         options = self.options
         with self._errors("connecting"):
             if options.pool is not None:
@@ -195,8 +197,8 @@ class PostgresBackend(Backend):
                 with psycopg.connect(conninfo, autocommit=True) as conn:
                     self._setup(conn)
                 self._pool = ConnectionPool(
-                    conninfo, min_size=options.pool_min_size, max_size=options.pool_max_size,
-                    open=False, configure=self._configure, check=self._check,
+                    conninfo, connection_class=OwnConnection, min_size=options.pool_min_size,
+                    max_size=options.pool_max_size, open=False, configure=self._configure, check=self._check,
                     timeout=options.pool_timeout, name=f"mnemostore:{options.schema_name}", num_workers=2)
                 self._own_pool = True
                 self._kept = KeptConnections(self._pool, self._check)

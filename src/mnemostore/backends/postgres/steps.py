@@ -84,13 +84,28 @@ Step = Prepare | Connect | Run | RunMany | Pipelined | Copy
 Plan = Generator[Step, Any, T]
 
 
-def cursor_for(conn: Any, step: Run | RunMany, raw_cursor: Callable[[Any], Any]) -> Any:
+def cursor_for(conn: Any, step: Run | RunMany, raw_cursor: Callable[[Any], Any], alone: bool = True) -> Any:
     """A driver's cursor for `step` on `conn`: binary results if it asks for them; made by
-    `raw_cursor` (psycopg's RawCursor or AsyncRawCursor) for a `raw` statement."""
-    if type(step) is Run and step.raw:
+    `raw_cursor` (psycopg's RawCursor or AsyncRawCursor) for a `raw` statement. A statement `alone`
+    (not a pipeline's part) whose rows are not all read reuses the cursor a connection of the store's
+    own pool keeps for its kind (own_connections.py)."""
+    raw = binary = False
+    if type(step) is Run:
+        raw, binary = step.raw, step.binary
+    kept: dict[tuple[bool, bool], Any] | None = getattr(conn, "kept_cursors", None)
+    if kept is None or not alone or step.result == "all":
+        return _new_cursor(conn, raw, binary, raw_cursor)
+    cursor = kept.get((raw, binary))
+    if cursor is None:
+        cursor = kept[raw, binary] = _new_cursor(conn, raw, binary, raw_cursor)
+    return cursor
+
+
+def _new_cursor(conn: Any, raw: bool, binary: bool, raw_cursor: Callable[[Any], Any]) -> Any:
+    if raw:
         from psycopg.pq import Format
 
-        raw = raw_cursor(conn)
-        raw.format = Format.BINARY if step.binary else Format.TEXT
-        return raw
-    return conn.cursor(binary=type(step) is Run and step.binary)
+        cursor = raw_cursor(conn)
+        cursor.format = Format.BINARY if binary else Format.TEXT
+        return cursor
+    return conn.cursor(binary=binary)

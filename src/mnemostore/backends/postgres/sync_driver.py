@@ -82,13 +82,13 @@ def _execute(conn: Connection, step: Any) -> Any:
         cursor.execute(step.statement, step.params)
         return _result(cursor, step)
     if kind is RunMany:
-        conn.cursor().executemany(step.statement, step.rows)
+        _cursor(conn, step).executemany(step.statement, step.rows)
         return None
     if kind is Pipelined:
         cursors = []
         with conn.pipeline(), conn.transaction() if step.transaction else nullcontext():
             for part in step.steps:
-                cursor = _cursor(conn, part)
+                cursor = _cursor(conn, part, alone=False)
                 if type(part) is Run:
                     cursor.execute(part.statement, part.params)
                 else:
@@ -105,8 +105,8 @@ def _execute(conn: Connection, step: Any) -> Any:
     raise TypeError(f"a plan yielded {step!r} after connecting")
 
 
-def _cursor(conn: Connection, step: Run | RunMany) -> psycopg.Cursor[Any]:
-    found: psycopg.Cursor[Any] = cursor_for(conn, step, psycopg.RawCursor)
+def _cursor(conn: Connection, step: Run | RunMany, alone: bool = True) -> psycopg.Cursor[Any]:
+    found: psycopg.Cursor[Any] = cursor_for(conn, step, psycopg.RawCursor, alone)
     return found
 
 
