@@ -79,6 +79,14 @@ def test_a_repeated_filter_is_picked_once_until_another_process_writes(tmp_path:
 
     monkeypatch.setattr(filter_memo.FilterMemo, "picked", counting)
     with mnemostore.open(url) as store:
+        store.heuristics.put([make("heuristic", 99, id="h99", agent="a", embedding=VECTORS[0])])
+        with monkeypatch.context() as small:  # rows past the budget are picked anew every time
+            small.setattr(filter_memo, "BUDGET_BYTES", 1)
+            for _ in range(2):
+                store.heuristics.search(VECTORS[1], k=3, where=mnemostore.F.agent == "a", vectors=False)
+            assert len(picks) == 2
+        picks.clear()
+        store.heuristics.delete(["h99"])
         store.heuristics.put([make("heuristic", i, id=f"h{i:02d}", agent=AGENTS[i % 2], embedding=VECTORS[i])
                               for i in range(40)])
         where = mnemostore.F.agent == "a"

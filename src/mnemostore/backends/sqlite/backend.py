@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -600,7 +601,7 @@ def _picked(conn: sqlite3.Connection, cache: VectorCache, layout: Layout, tenant
 
     def pick() -> Picked:
         rows = matrix.positions_of(_matching_seqs(conn, layout, tenant, condition, params))
-        return Picked(matrix, rows, gather(matrix.rows(), matrix.row_norms(), rows))
+        return Picked(weakref.ref(matrix), rows, gather(matrix.rows(), matrix.row_norms(), rows))
 
     key = (layout.table, tenant, condition, *((type(value), value) for value in params))
     return cache.filters.picked(conn, key, matrix, pick)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
 Token = tuple[int, int]
 """(data_version, total_changes) of one connection, read in one snapshot."""
 
-BUDGET_BYTES = 32 << 20
-"""Gathered rows kept per connection; the oldest entries go first past it."""
+BUDGET_BYTES = 16 << 20
+"""Gathered rows kept per connection: the oldest entries go first past it, and a larger one is not kept."""
 ENTRIES = 8
 """Filters kept per connection."""
 CONNECTIONS = 16
@@ -36,7 +37,8 @@ CONNECTIONS = 16
 class Picked:
     """What a filter selected in one matrix: its rows, and their vectors and norms gathered (or None)."""
 
-    matrix: Matrix
+    matrix: weakref.ref[Matrix]
+    """The matrix it was picked from (weakly: an old matrix is not kept alive by its memo)."""
     rows: npt.NDArray[np.intp]
     gathered: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]] | None
 
@@ -74,13 +76,15 @@ class FilterMemo:
         token: Token = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
         memo = self._memo(conn, token)
         found = memo.entries.get(key)
-        if found is not None and found.matrix is matrix:
+        if found is not None and found.matrix() is matrix:
             return found
         picked = pick()
         memo.entries.pop(key, None)
+        if picked.nbytes > BUDGET_BYTES:
+            return picked
         memo.entries[key] = picked
         spent = sum(entry.nbytes for entry in memo.entries.values())
-        while len(memo.entries) > ENTRIES or (spent > BUDGET_BYTES and len(memo.entries) > 1):
+        while len(memo.entries) > ENTRIES or spent > BUDGET_BYTES:
             oldest = next(iter(memo.entries))
             spent -= memo.entries.pop(oldest).nbytes
         return picked
