@@ -601,9 +601,9 @@ def _picked(conn: sqlite3.Connection, cache: VectorCache, layout: Layout, tenant
 
     def pick() -> Picked:
         rows = matrix.positions_of(_matching_seqs(conn, layout, tenant, condition, params))
-        return Picked(weakref.ref(matrix), rows, gather(matrix.rows(), matrix.row_norms(), rows))
+        return Picked(weakref.ref(matrix), rows, gather(matrix.rows(), rows))
 
-    key = (layout.table, tenant, condition, *((type(value), value) for value in params))
+    key = (layout.table, tenant, condition, *params, *map(type, params))
     return cache.filters.picked(conn, key, matrix, pick)
 
 

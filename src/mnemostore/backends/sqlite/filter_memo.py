@@ -35,16 +35,16 @@ CONNECTIONS = 16
 
 @dataclass(frozen=True)
 class Picked:
-    """What a filter selected in one matrix: its rows, and their vectors and norms gathered (or None)."""
+    """What a filter selected in one matrix: its rows, and their vectors gathered (or None)."""
 
     matrix: weakref.ref[Matrix]
     """The matrix it was picked from (weakly: an old matrix is not kept alive by its memo)."""
     rows: npt.NDArray[np.intp]
-    gathered: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]] | None
+    gathered: npt.NDArray[np.float32] | None
 
     @property
     def nbytes(self) -> int:
-        return int(self.rows.nbytes + (0 if self.gathered is None else sum(a.nbytes for a in self.gathered)))
+        return int(self.rows.nbytes + (0 if self.gathered is None else self.gathered.nbytes))
 
 
 @dataclass(eq=False)

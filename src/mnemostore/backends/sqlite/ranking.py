@@ -22,30 +22,28 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-Gathered = tuple["npt.NDArray[np.float32]", "npt.NDArray[np.float32]"]
-"""Some rows of a matrix and their norms, copied out (`gather`)."""
 EXACT_BELOW = 1024
 """Pools this small are scored exactly at once; a preselection pass would not pay."""
 
 
 def rank(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query: npt.NDArray[np.float32],
          ids: Sequence[str], k: int, metric: str, rows: npt.NDArray[np.intp] | None = None,
-         gathered: Gathered | None = None) -> list[tuple[int, float]]:
+         gathered: npt.NDArray[np.float32] | None = None) -> list[tuple[int, float]]:
     """(row, score) of the k best rows of `matrix` (only `rows`, if given), best first, ties by id.
 
     `matrix` rows are prepared for `metric` (unit length for cosine), `norms` are their
     Euclidean norms (for cosine, 1 will do), and `query` came from `prepare_query`.
-    `gathered` is what `gather(matrix, norms, rows)` gave, if the caller kept it.
+    `gathered` is what `gather(matrix, rows)` gave, if the caller kept it.
     """
     if rows is None and len(matrix) < EXACT_BELOW:
         return top_k(scores(matrix, query, metric, prepared=True), ids, k, metric)
     if rows is not None and gathered is None:
-        gathered = gather(matrix, norms, rows)
+        gathered = gather(matrix, rows)
     if rows is not None and len(rows) < EXACT_BELOW and gathered is not None:
-        best = top_k(scores(gathered[0], query, metric, prepared=True), IdsAt(ids, rows), k, metric)
+        best = top_k(scores(gathered, query, metric, prepared=True), IdsAt(ids, rows), k, metric)
         return [(int(rows[i]), score) for i, score in best]
-    if gathered is not None:
-        coarse = _coarse(gathered[0], gathered[1], query, metric)
+    if gathered is not None and rows is not None:
+        coarse = _coarse(gathered, norms[rows] if metric == "l2" else norms, query, metric)
     else:
         coarse = _coarse(matrix, norms, query, metric)
         if rows is not None:
@@ -59,13 +57,13 @@ def rank(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query:
     return [(int(pool[i]), score) for i, score in best]
 
 
-def gather(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], rows: npt.NDArray[np.intp],
-           ) -> Gathered | None:
-    """The vectors and norms of `rows` copied out, to be scored apart from the other rows; None when
-    they are so many that one pass over the whole matrix costs less."""
+def gather(matrix: npt.NDArray[np.float32], rows: npt.NDArray[np.intp]) -> npt.NDArray[np.float32] | None:
+    """The vectors of `rows` copied out, to be scored apart from the other rows; None when they are
+    so many that one pass over the whole matrix costs less."""
     if len(rows) >= EXACT_BELOW and 4 * len(rows) > len(matrix):
         return None
-    return matrix[rows], norms[rows]
+    gathered: npt.NDArray[np.float32] = matrix[rows]
+    return gathered
 
 
 def _coarse(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query: npt.NDArray[np.float32],
