@@ -6,6 +6,8 @@ Scores are cosine similarity or dot product (higher is better) or Euclidean dist
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +59,10 @@ def scores(matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32], metr
     return result
 
 
+SORTED_BELOW = 64
+"""Fewer values than this are ordered by Python's sort: numpy's calls would cost more than the work."""
+
+
 def top_k(values: npt.NDArray[Any], ids: Sequence[str], k: int, metric: str) -> list[tuple[int, float]]:
     """(row index, score) of the k best rows, best first, ties broken by id."""
     import numpy as np
@@ -64,6 +70,8 @@ def top_k(values: npt.NDArray[Any], ids: Sequence[str], k: int, metric: str) -> 
     n = len(values)
     if n == 0:
         return []
+    if n < SORTED_BELOW:
+        return _sorted_top_k(values.tolist(), ids, k, metric)
     signed = values if metric == "l2" else -values
     if k < n:
         candidates = np.argpartition(signed, k - 1)[:k]
@@ -78,3 +86,13 @@ def top_k(values: npt.NDArray[Any], ids: Sequence[str], k: int, metric: str) -> 
         ordered.sort(key=lambda i: (float(signed[i]), ids[i]))
     best = ordered[:k]
     return list(zip(best, values[best].tolist(), strict=True))
+
+
+def _sorted_top_k(values: list[float], ids: Sequence[str], k: int, metric: str) -> list[tuple[int, float]]:
+    """`top_k` of a few values: sorted by score, then by id where scores tie (NaN sorts last)."""
+    signed = [v if v == v else math.inf for v in values] if metric == "l2" else [
+        -v if v == v else math.inf for v in values]
+    order = sorted(range(len(values)), key=signed.__getitem__)
+    if any(signed[a] == signed[b] for a, b in itertools.pairwise(order)):  # ties: ids decide
+        order.sort(key=lambda i: (signed[i], ids[i]))
+    return [(i, values[i]) for i in order[:k]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -30,12 +31,13 @@ from ...migrations.locking import FileLock, MigrationLock
 from ...migrations.model import LayoutMigration
 from . import schema, vector_file
 from .connections import Connections, open_file
+from .filter_memo import Picked
 from .migrations import HISTORY, NEWEST_USER_VERSION
-from .ranking import rank
+from .ranking import gather, rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, KindSQL, Layout, tenant_key
 from .selects import SHAPES_KEPT, Select, by_id_range
 from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
-from .vector_cache import VectorCache, read_version
+from .vector_cache import Matrix, VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
 
 
@@ -508,11 +510,13 @@ class SQLiteBackend(Backend):
             matrix = cache.matrix(conn, kind, layout.table, tenant_value, version)
             if matrix.n == 0:
                 return []
-            rows = matrix.live if where is None else matrix.positions_of(
-                _matching_seqs(conn, layout, tenant_value, where))
+            rows, gathered = matrix.live, None
+            if where is not None:
+                picked = _picked(conn, cache, layout, tenant_value, where, matrix)
+                rows, gathered = picked.rows, picked.gathered
             if rows is not None and len(rows) == 0:
                 return []
-            best = rank(matrix.rows(), matrix.row_norms(), query, matrix.ids, k, metric, rows)
+            best = rank(matrix.rows(), matrix.row_norms(), query, matrix.ids, k, metric, rows, gathered)
             return [(int(matrix.seqs[i]), score) for i, score in best]
 
         def fetch(conn: sqlite3.Connection) -> list[Hit]:
@@ -590,8 +594,22 @@ def _bump_epoch(conn: sqlite3.Connection, kind: str) -> None:
     conn.execute(f"UPDATE {EPOCH_TABLE} SET epoch = epoch + 1 WHERE kind = ?", (kind,))
 
 
-def _matching_seqs(conn: sqlite3.Connection, layout: Layout, tenant: str, where: Expr) -> Any:
-    """Seqs of the tenant's rows matching `where`, in any order.
+def _picked(conn: sqlite3.Connection, cache: VectorCache, layout: Layout, tenant: str, where: Expr,
+            matrix: Matrix) -> Picked:
+    """The rows of `matrix` matching `where`, gathered for ranking; kept while the database is unchanged."""
+    condition, params = where_sql(layout, where)
+
+    def pick() -> Picked:
+        rows = matrix.positions_of(_matching_seqs(conn, layout, tenant, condition, params))
+        return Picked(weakref.ref(matrix), rows, gather(matrix.rows(), rows))
+
+    key = (layout.table, tenant, condition, *params, *map(type, params))
+    return cache.filters.picked(conn, key, matrix, pick)
+
+
+def _matching_seqs(conn: sqlite3.Connection, layout: Layout, tenant: str, condition: str,
+                   params: Sequence[Any]) -> Any:
+    """Seqs of the tenant's rows matching `condition`, in any order.
 
     Rows without a vector are not filtered out here (they are absent from the matrix),
     so a filter on indexed columns is answered from the index alone; the seqs come
@@ -599,7 +617,6 @@ def _matching_seqs(conn: sqlite3.Connection, layout: Layout, tenant: str, where:
     """
     import numpy as np
 
-    condition, params = where_sql(layout, where)
     found = conn.execute(
         f"SELECT json_group_array(seq) FROM {layout.table} WHERE tenant = ? AND {condition}",
         [tenant, *params]).fetchone()[0]

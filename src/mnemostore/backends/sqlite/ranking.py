@@ -28,29 +28,42 @@ EXACT_BELOW = 1024
 
 def rank(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query: npt.NDArray[np.float32],
          ids: Sequence[str], k: int, metric: str, rows: npt.NDArray[np.intp] | None = None,
-         ) -> list[tuple[int, float]]:
+         gathered: npt.NDArray[np.float32] | None = None) -> list[tuple[int, float]]:
     """(row, score) of the k best rows of `matrix` (only `rows`, if given), best first, ties by id.
 
     `matrix` rows are prepared for `metric` (unit length for cosine), `norms` are their
     Euclidean norms (for cosine, 1 will do), and `query` came from `prepare_query`.
+    `gathered` is what `gather(matrix, rows)` gave, if the caller kept it.
     """
-    pool = rows
-    if len(matrix) >= EXACT_BELOW and (rows is None or len(rows) >= EXACT_BELOW):
-        if rows is not None and 4 * len(rows) <= len(matrix):  # few rows: gather them first
-            coarse = _coarse(matrix[rows], norms[rows], query, metric)
-        else:
-            coarse = _coarse(matrix, norms, query, metric)
-            if rows is not None:
-                coarse = coarse[rows]
-        # cosine rows and query are unit length (or zero): 1 bounds both norms
-        max_norm = 1.0 if metric == "cosine" else float((norms if rows is None else norms[rows]).max())
-        query_norm = 1.0 if metric == "cosine" else math.sqrt(float(query @ query))
-        keep = _candidates(coarse, k, metric, _slack(matrix.shape[1], max_norm, query_norm, metric))
-        pool = keep if rows is None else rows[keep]
-    if pool is None:
+    if rows is None and len(matrix) < EXACT_BELOW:
         return top_k(scores(matrix, query, metric, prepared=True), ids, k, metric)
+    if rows is not None and gathered is None:
+        gathered = gather(matrix, rows)
+    if rows is not None and len(rows) < EXACT_BELOW and gathered is not None:
+        best = top_k(scores(gathered, query, metric, prepared=True), IdsAt(ids, rows), k, metric)
+        return [(int(rows[i]), score) for i, score in best]
+    if gathered is not None and rows is not None:
+        coarse = _coarse(gathered, norms[rows] if metric == "l2" else norms, query, metric)
+    else:
+        coarse = _coarse(matrix, norms, query, metric)
+        if rows is not None:
+            coarse = coarse[rows]
+    # cosine rows and query are unit length (or zero): 1 bounds both norms
+    max_norm = 1.0 if metric == "cosine" else float((norms if rows is None else norms[rows]).max())
+    query_norm = 1.0 if metric == "cosine" else math.sqrt(float(query @ query))
+    keep = _candidates(coarse, k, metric, _slack(matrix.shape[1], max_norm, query_norm, metric))
+    pool = keep if rows is None else rows[keep]
     best = top_k(scores(matrix[pool], query, metric, prepared=True), IdsAt(ids, pool), k, metric)
     return [(int(pool[i]), score) for i, score in best]
+
+
+def gather(matrix: npt.NDArray[np.float32], rows: npt.NDArray[np.intp]) -> npt.NDArray[np.float32] | None:
+    """The vectors of `rows` copied out, to be scored apart from the other rows; None when they are
+    so many that one pass over the whole matrix costs less."""
+    if len(rows) >= EXACT_BELOW and 4 * len(rows) > len(matrix):
+        return None
+    gathered: npt.NDArray[np.float32] = matrix[rows]
+    return gathered
 
 
 def _coarse(matrix: npt.NDArray[np.float32], norms: npt.NDArray[np.float32], query: npt.NDArray[np.float32],

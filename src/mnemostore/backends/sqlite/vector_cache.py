@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...core.vectorsearch import normalise_rows
+from .filter_memo import FilterMemo
 from .id_column import IdColumn, LazyIds, id_hash
 
 if TYPE_CHECKING:
@@ -148,6 +149,8 @@ class VectorCache:
         self.files = files
         self._entries: dict[tuple[str, str], Matrix] = {}
         self._lock = threading.Lock()
+        self.filters = FilterMemo()
+        """The rows recent filters selected (`filter_memo`)."""
         _caches.add(self)
         self.rows_read = 0
         """Rows read from the database to build or merge matrices (a cold start from a file reads few)."""
@@ -155,6 +158,7 @@ class VectorCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+        self.filters.clear()
 
     def settle(self) -> None:
         """After a search has its answer: start the cache-file writes it found due."""
@@ -322,6 +326,7 @@ def _after_fork() -> None:
     """A forked child has only the forking thread: locks another thread held stay held, so renew them."""
     for cache in list(_caches):
         cache._lock = threading.Lock()
+        cache.filters = FilterMemo()
         if cache.files is not None:
             cache.files.forked()
 
