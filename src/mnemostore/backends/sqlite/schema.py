@@ -194,6 +194,7 @@ class Layout:
         encode_document = codec.encode_document
         binary = self.binary
         documents, fields = Verdicts(), [(name, Verdicts()) for name in binary]  # whether compressing pays
+        packed = _binary_packer(fields)
 
         def encode(record: Record) -> tuple[Any, ...]:
             data = record.__dict__
@@ -204,10 +205,24 @@ class Layout:
                     None if embedding is None else embedding.tobytes(),
                     dumps(metadata).decode() if metadata else None,
                     deflate(encode_document(record, binary), pays_at=PAYS_AT, verdicts=documents),
-                    *(None if (value := data[name]) is None else pack_bare_payload(value, verdicts)
-                      for name, verdicts in fields))
+                    *packed(data))
 
         return encode
+
+
+def _binary_packer(fields: list[tuple[str, Verdicts]]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A record's bytes fields' column values (`pack_bare_payload`, NULL for None), from its field dict;
+    for one field (a checkpoint's payload) without a generator to run."""
+    if len(fields) == 1:
+        ((name, verdicts),) = fields
+
+        def one(data: dict[str, Any]) -> tuple[Any, ...]:
+            value = data[name]
+            return (None if value is None else pack_bare_payload(value, verdicts),)
+
+        return one
+    return lambda data: tuple(None if (value := data[name]) is None else pack_bare_payload(value, verdicts)
+                              for name, verdicts in fields)
 
 
 @dataclass(frozen=True)
