@@ -7,12 +7,14 @@ from __future__ import annotations
 import random
 import sqlite3
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mnemostore
+from mnemostore import Record, register_kind
 from mnemostore.core import compression
 from mnemostore.core.compression import (
     COMPRESS_AT,
@@ -25,6 +27,7 @@ from mnemostore.core.compression import (
     pack_bare_payload,
     unpack_payload,
 )
+from mnemostore.core.kinds import kinds
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -117,3 +120,32 @@ def test_a_sqlite_store_keeps_its_verdicts_per_kind_and_reads_every_form_back(tm
             found = store.checkpoints[id]
             assert found.state == varied[n] and found.payload == repetitive(40_000, n)
         assert all(store.checkpoints[id].state == repeated for id in again)
+
+
+class Pair(Record):
+    """An application's kind with two bytes fields: each its own column and its own verdicts."""
+
+    kind: ClassVar[str] = "verdict_pair"
+    first: bytes | None = None
+    second: bytes | None = None
+
+
+def test_a_kind_with_two_bytes_fields_keeps_a_verdict_for_each_and_reads_both_back(tmp_path: Path) -> None:
+    register_kind(Pair)
+    try:
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+        made = [Pair(id=f"p{n}", first=noise(20_000, n), second=repetitive(20_000, n) if n % 3 else None)
+                for n in range(RESAMPLE + 2)]
+        with mnemostore.open(url) as store:
+            store.collection(Pair).put(made)
+        with sqlite3.connect(tmp_path / "store.db") as conn:
+            stored = {id: (first, second) for id, first, second in
+                      conn.execute('SELECT id, "first", "second" FROM mnemo_verdict_pair')}
+        assert all(stored[p.id][0] == p.first for p in made)  # noise: bare
+        assert all((stored[p.id][1] is None) == (p.second is None) for p in made)
+        assert all(stored[p.id][1][:4] == ZSTD_MAGIC for p in made if p.second is not None)
+        with mnemostore.open(url) as store:
+            found = store.collection(Pair).get_many([p.id for p in made])
+        assert [(p.first, p.second) for p in found] == [(p.first, p.second) for p in made]
+    finally:
+        kinds.unregister("verdict_pair")
