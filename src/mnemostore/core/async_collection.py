@@ -55,8 +55,12 @@ class AsyncCollection(Generic[R]):
         tenant, cls = self._store.tenant, self.record_cls
         if not records:
             return
-        fits = all(type(record) is cls and record.tenant_id == tenant and record.embedding is None
-                   for record in records)
+        if len(records) == 1:  # a saver's one record: no generator to run
+            record = records[0]
+            fits = type(record) is cls and record.tenant_id == tenant and record.embedding is None
+        else:
+            fits = all(type(record) is cls and record.tenant_id == tenant and record.embedding is None
+                       for record in records)
         if not fits or (len(records) > 1 and len({record.id for record in records}) != len(records)):
             await self.put(records, keep_existing=keep_existing, keep_created=keep_created)
             return

@@ -18,6 +18,9 @@ shrinks only 4x in 79 µs, which its INSERT wins back (~121 to ~51 µs) but its 
 (~17 to ~39 µs). So a payload is compressed only when a 2 KB sample from its middle shrinks
 `PAYS_AT`-fold or more (~4 µs to find out). SQLite (layout 6) stores a payload bare instead
 (`pack_bare_payload`): the format byte cost a 47 KB copy on every write and every read.
+The sample itself costs ~10-15 us; a writer that passes `Verdicts` (SQLite's row encoder, one per kind's
+document and bytes field) keeps its answer per size class and samples again only every `RESAMPLE`th
+payload, so a stream of varied text stops paying for it (see `Verdicts`).
 """
 
 from __future__ import annotations
@@ -44,15 +47,18 @@ def _codecs() -> tuple[Any, Any]:
         return _local.codecs  # type: ignore[no-any-return]
 
 
-def deflate(document: bytes, threshold: int = COMPRESS_AT, pays_at: float = 0.0) -> bytes:
+def deflate(document: bytes, threshold: int = COMPRESS_AT, pays_at: float = 0.0,
+            verdicts: Verdicts | None = None) -> bytes:
     """`document` (orjson bytes) as stored: zstd-compressed if it is `threshold` bytes or larger
-    and, given `pays_at`, if a sample of it shrinks that many times (`pays`)."""
+    and, given `pays_at`, if a sample of it shrinks that many times (`_pays`; kept in `verdicts`)."""
     if len(document) < threshold:
         return document
     compressor = _codecs()[0]
-    if pays_at and not _pays(compressor, document, pays_at):
-        return document
-    return bytes(compressor.compress(document))
+    if not pays_at:
+        return bytes(compressor.compress(document))
+    if verdicts is None:
+        return bytes(compressor.compress(document)) if _pays(compressor, document, pays_at) else document
+    return verdicts.packed(compressor, document, pays_at) or document
 
 
 def inflate(stored: bytes | memoryview) -> bytes:
@@ -82,20 +88,64 @@ def pack_payload(payload: bytes) -> bytes:
 
 
 def _pays(compressor: Any, data: bytes, pays_at: float) -> bool:
-    """Whether a 2 KB sample from the middle of `data` shrinks `pays_at`-fold or more (~4 us)."""
+    """Whether a 2 KB sample from the middle of `data` shrinks `pays_at`-fold or more (~10-15 us)."""
     middle = len(data) // 2
     sample = data[middle:middle + _SAMPLE]
     return len(sample) >= pays_at * len(compressor.compress(sample))
 
 
-def pack_bare_payload(payload: bytes) -> bytes:
+RESAMPLE = 16
+"""One payload in this many of a size class is sampled while compressing does not pay; the others
+take the kept verdict."""
+
+
+class Verdicts:
+    """Whether compressing pays, kept per size class (a power of two) of one stream of payloads (a
+    kind's documents, or one of its bytes fields): a stream of varied text is sampled once in
+    `RESAMPLE` payloads, not each time. A "pays" verdict is checked on every payload by the
+    compressed size itself, which costs nothing more; a payload that does not shrink `pays_at`-fold
+    is then stored plain and the verdict turns. So a payload is stored compressed only when it shrank
+    that much, and a compressible one after incompressible ones of its size may be stored plain (up
+    to `RESAMPLE` - 1 of them): either form reads back the same. Threads may share one: a race
+    only miscounts a countdown."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[int, list[Any]] = {}
+        """Size class -> [pays, payloads the verdict answers before one is sampled again]."""
+
+    def packed(self, compressor: Any, data: bytes, pays_at: float) -> bytes | None:
+        """`data` compressed if that pays, else None (the caller stores it plain)."""
+        size_class = len(data).bit_length()
+        kept = self._kept.get(size_class)
+        if kept is None or kept[1] <= 0:
+            pays = _pays(compressor, data, pays_at)
+            self._kept[size_class] = kept = [pays, RESAMPLE - 1]
+        elif not kept[0]:
+            kept[1] -= 1
+            return None
+        if not kept[0]:
+            return None
+        compressed = bytes(compressor.compress(data))
+        if len(data) >= pays_at * len(compressed):
+            return compressed
+        kept[0], kept[1] = False, RESAMPLE - 1
+        return None
+
+
+def pack_bare_payload(payload: bytes, verdicts: Verdicts | None = None) -> bytes:
     """Opaque bytes as SQLite stores them since its layout 6: a bare zstd frame when compressing pays,
     else the bytes themselves, so a read hands them over without a 47 KB copy. Only bytes that begin
     as another form does (a format byte 0 or 1, zstd's magic number), or none, keep `pack_payload`'s
-    form: `unpack_payload` tells every form apart by its first bytes."""
+    form: `unpack_payload` tells every form apart by its first bytes. `verdicts`: see `Verdicts`."""
     if len(payload) >= COMPRESS_AT:
         compressor = _codecs()[0]
-        if _pays(compressor, payload, PAYS_AT):
+        if verdicts is not None:
+            compressed = verdicts.packed(compressor, payload, PAYS_AT)
+            if compressed is not None:
+                return compressed
+        elif _pays(compressor, payload, PAYS_AT):
             return bytes(compressor.compress(payload))
     if payload[:1] in _BARE_NEVER or payload[:4] == _ZSTD_MAGIC:
         return bytes((PAYLOAD_PLAIN,)) + payload

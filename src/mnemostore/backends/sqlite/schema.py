@@ -1,7 +1,8 @@
 """The SQLite layout: one table per kind, projected filter columns, and row encoding.
 
 Each record is stored as its JSON document (`codec.encode_document`, zstd-compressed from
-4 KB since layout 3 when a sample shows it pays: `core.compression`) plus its float32 vector blob, with one column per
+4 KB since layout 3 when a sample shows it pays, the verdict kept per kind and size class:
+`core.compression`) plus its float32 vector blob, with one column per
 `filterable` field so filters and orderings run in SQL. Since layout 4 a bytes field (a
 checkpoint's `payload`) is a BLOB column of its own (`compression.pack_payload`), not base64
 in the document: a read hands it to the caller without parsing it; since layout 6 without a format
@@ -23,7 +24,7 @@ from typing import Any
 import orjson
 
 from ...core import codec
-from ...core.compression import PAYS_AT, deflate, pack_bare_payload, unpack_payload
+from ...core.compression import PAYS_AT, Verdicts, deflate, pack_bare_payload, unpack_payload
 from ...core.kinds import record_type
 from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import KINDS, Record
@@ -192,6 +193,8 @@ class Layout:
         dumps = orjson.dumps
         encode_document = codec.encode_document
         binary = self.binary
+        documents, fields = Verdicts(), [(name, Verdicts()) for name in binary]  # whether compressing pays
+        packed = _binary_packer(fields)
 
         def encode(record: Record) -> tuple[Any, ...]:
             data = record.__dict__
@@ -201,10 +204,25 @@ class Layout:
             return (data["tenant_id"] or "", *get_plain(data), *converted,
                     None if embedding is None else embedding.tobytes(),
                     dumps(metadata).decode() if metadata else None,
-                    deflate(encode_document(record, binary), pays_at=PAYS_AT),
-                    *(None if (value := data[name]) is None else pack_bare_payload(value) for name in binary))
+                    deflate(encode_document(record, binary), pays_at=PAYS_AT, verdicts=documents),
+                    *packed(data))
 
         return encode
+
+
+def _binary_packer(fields: list[tuple[str, Verdicts]]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A record's bytes fields' column values (`pack_bare_payload`, NULL for None), from its field dict;
+    for one field (a checkpoint's payload) without a generator to run."""
+    if len(fields) == 1:
+        ((name, verdicts),) = fields
+
+        def one(data: dict[str, Any]) -> tuple[Any, ...]:
+            value = data[name]
+            return (None if value is None else pack_bare_payload(value, verdicts),)
+
+        return one
+    return lambda data: tuple(None if (value := data[name]) is None else pack_bare_payload(value, verdicts)
+                              for name, verdicts in fields)
 
 
 @dataclass(frozen=True)

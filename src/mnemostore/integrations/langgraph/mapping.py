@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, cast
 
 import orjson
@@ -181,14 +182,15 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
     """A task's pending writes of one call, (idx, channel, value) each, as records attached to their
     checkpoint's record by `node_id` and `parent_ids` (format 4): one for the regular writes (idx >= 0),
     one for the special ones (negative idx), each keyed by the task and its idx list (`call_write_id`)."""
-    texts = (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, *[write[1] for write in writes])
+    texts = (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, *map(_channel, writes))
     plain = _plain_texts(texts) or _checked_texts(dict(zip(_WRITE_TEXTS + tuple(
         f"writes[{n}].channel" for n in range(len(writes))), texts, strict=True)))
     owner = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
     now = write_stamp()
     plain = plain and 0 < len(thread_id) <= MAX_ID and len(owner) + len(WRITES_INFIX) + 32 <= MAX_ID
     records: list[Record] = []
-    for group in ([w for w in writes if w[0] >= 0], [w for w in writes if w[0] < 0]):
+    regular = [w for w in writes if w[0] >= 0]
+    for group in (regular, [w for w in writes if w[0] < 0] if len(regular) < len(writes) else []):
         if not group:
             continue
         parts: list[list[Any]] = []
@@ -199,7 +201,8 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
             if type(value_bytes) is not bytes and isinstance(value_bytes, (bytes, bytearray, memoryview)):
                 value_bytes = bytes(value_bytes)  # as `Record(...)` would keep it
             group_plain = (group_plain and type(idx) is int and -2**63 <= idx < 2**63
-                           and _plain_value(value_type, value_bytes))
+                           and type(value_bytes) is bytes and type(value_type) is str  # `_plain_value`, inlined
+                           and (value_type in _SERDE_TYPES or check_text(value_type) is None))
             parts.append([idx, channel, value_type, len(value_bytes) if type(value_bytes) is bytes else -1])
             values.append(value_bytes)
         state = {"format": WRITES_FORMAT, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
@@ -217,6 +220,8 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
     return records
 
 
+_channel = itemgetter(1)
+"""A numbered write's channel."""
 _WRITE_TEXTS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path")
 """The names `write_records` gives its texts in an error (then `writes[n].channel`)."""
 
@@ -252,7 +257,10 @@ def write_stamp() -> datetime:
 
 def _plain_texts(texts: tuple[Any, ...]) -> bool:
     """Whether every text is a str of ASCII without NUL: storable as it is, with no need to name one."""
-    return all(type(text) is str for text in texts) and (joined := "".join(texts)).isascii() and "\x00" not in joined
+    return {*map(type, texts)} == _STR and (joined := "".join(texts)).isascii() and "\x00" not in joined
+
+
+_STR = {str}
 
 
 def _checked_texts(texts: dict[str, Any]) -> bool:
