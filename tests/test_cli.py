@@ -22,7 +22,7 @@ DEMO_COUNTS = {"outcome": 5, "heuristic": 6, "anti_pattern": 3, "checkpoint": 5,
                "workflow_outcome": 3}
 """What the demo writes."""
 EXPECTED_COUNTS = {**DEMO_COUNTS, "artifact_ref": 0, "user_preference": 0, "domain_knowledge": 0,
-                   "session_handoff": 0}
+                   "session_handoff": 0, "langgraph_item": 0}
 """`info` in this process, which knows every shipped kind (`seeds`)."""
 
 

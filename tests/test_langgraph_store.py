@@ -10,6 +10,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypedDict
 
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
+from tests.seed_kinds import forget_the_items_kind
 
 import mnemostore
 from mnemostore.backends.memory import MemoryBackend
@@ -34,6 +36,20 @@ from mnemostore.integrations.langgraph import MnemostoreStore
 __all__ = ["postgres_server"]
 
 DIMS = 8
+
+
+@pytest.fixture(autouse=True)
+def _items_kind_forgotten() -> Iterator[None]:
+    """`MnemostoreStore` registers its item kind; forgotten after each test (see `forget_the_items_kind`)."""
+    yield
+    forget_the_items_kind()
+
+
+def items(store: mnemostore.Store) -> mnemostore.Collection[Any]:
+    """The collection `MnemostoreStore` keeps its items in (store format 2), its kind registered."""
+    from mnemostore.kinds.langgraph_items import LangGraphItem
+
+    return store.collection(mnemostore.register_kind(LangGraphItem))
 
 
 def embed(texts: Sequence[str]) -> list[list[float]]:
@@ -96,24 +112,24 @@ def test_namespaces_keys_and_values_round_trip(store: mnemostore.Store) -> None:
 
 
 def test_records_follow_the_mapping(store: mnemostore.Store) -> None:
-    """One record per item (value in metadata, key in text); each further vector is a shard, replaced on put."""
+    """One record per item (value in metadata, key in key); each further vector is a shard, replaced on put."""
     lg = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text", "tags[*]"]})
     lg.put(("users", "u/1"), "prefs", {"text": "likes tea", "tags": ["a", "b"]})
     lg.put(("users", "u/1"), "plain", {"text": "no vector"}, index=False)
-    records = {r.id: r for r in store.embeddings.all()}
+    records = {r.id: r for r in items(store).all()}
     assert len(records) == 4  # prefs + 2 shards, plain
-    prefs = next(r for r in records.values() if r.text == "prefs" and "#" not in r.id)
+    prefs = next(r for r in records.values() if r.key == "prefs" and "#" not in r.id)
     assert prefs.namespace == "langgraph:users/u%2F1/" and prefs.metadata == {"text": "likes tea", "tags": ["a", "b"]}
     assert prefs.model == "unnamed" and prefs.embedding is not None
     assert sorted(r.id for r in records.values() if r.namespace.startswith("langgraph#")) == [
         prefs.id + "#1", prefs.id + "#2"]
-    plain = next(r for r in records.values() if r.text == "plain")
+    plain = next(r for r in records.values() if r.key == "plain")
     assert plain.model == "" and plain.embedding is None
 
     lg.put(("users", "u/1"), "prefs", {"text": "likes tea", "tags": ["a"]})  # one shard fewer
-    assert store.embeddings.count() == 3
+    assert items(store).count() == 3
     lg.delete(("users", "u/1"), "prefs")
-    assert [r.text for r in store.embeddings.all()] == ["plain"]
+    assert [r.key for r in items(store).all()] == ["plain"]
 
 
 def test_created_at_is_kept_and_updated_at_moves(store: mnemostore.Store) -> None:
@@ -131,7 +147,7 @@ def test_scopes_share_one_store_without_meeting(store: mnemostore.Store) -> None
     one, two = MnemostoreStore(store, scope="one"), MnemostoreStore(store, scope="two")
     one.put(("a",), "k", {"who": 1})
     two.put(("a",), "k", {"who": 2})
-    store.embeddings.add(namespace="langgraph-lookalike", text="k")  # a record that is not an item
+    items(store).add(namespace="langgraph-lookalike", key="k")  # a record that is not an item
     one_item, two_item = one.get(("a",), "k"), two.get(("a",), "k")
     assert one_item is not None and one_item.value == {"who": 1}
     assert two_item is not None and two_item.value == {"who": 2}
@@ -228,7 +244,7 @@ def compare(store: mnemostore.Store, build: Callable[[Callable[[Any], Any]], Any
     @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(operations)
     def run(ops: list[tuple[Any, ...]]) -> None:
-        store.embeddings.delete(where={})  # the memory backends scan every record on each query
+        items(store).delete(where={})  # the memory backends scan every record on each query
         scope = f"p{next(_SCOPES)}"
         ours = build(lambda over: MnemostoreStore(over, index=INDEX, scope=scope))
         ref = InMemoryStore(index=INDEX)
@@ -382,7 +398,56 @@ def test_a_shard_stands_for_its_item_only_as_its_last_put_left_it(store: mnemost
     assert [(x.key, x.value["text"], x.created_at) for x in found] == [("k", "sky", first.created_at)]
     assert found[0].score == pytest.approx(sky, abs=1e-5)
     several.delete(("a",), "k")
-    assert store.embeddings.count() == 0
+    assert items(store).count() == 0
+
+
+def format_1_records(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
+                     texts: Sequence[str], created_at: datetime) -> list[Any]:
+    """An item as store format 1 wrote it: an `Embedding` (the key in `text`) and a shard per further vector."""
+    from mnemostore.core.records import Embedding
+    from mnemostore.integrations.langgraph import store_mapping as m
+
+    ident, encoded = m.item_id(scope, namespace, key), m.encode_namespace(namespace)
+    vectors = embed(list(texts))
+    common: dict[str, Any] = {"text": key, "metadata": value, "created_at": created_at, "updated_at": created_at,
+                              "model": "unnamed" if vectors else ""}
+    return [Embedding(id=ident, namespace=m.item_root(scope) + encoded, embedding=vectors[0] if vectors else None,
+                      **common),
+            *(Embedding(id=f"{ident}#{n}", namespace=m.shard_root(scope) + encoded, embedding=vector, **common)
+              for n, vector in enumerate(vectors[1:], start=1))]
+
+
+def test_a_format_1_store_is_carried_over_at_the_first_batch(store: mnemostore.Store) -> None:
+    """Items format 1 kept as `Embedding`s read back, rank and list as before, keep their `created_at`, and
+    leave the embedding kind (other embeddings stay); an item a crashed copy already carried is left as it is."""
+    then = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    store.embeddings.put([
+        *format_1_records("langgraph", ("users", "u/1"), "prefs", {"text": "red", "tags": ["blue"], "n": 1},
+                          ["red", "blue"], then),
+        *format_1_records("langgraph", ("users", "u2"), "plain", {"text": "none", "n": 2}, [], then),
+        *format_1_records("langgraph", ("users", "u2"), "carried", {"text": "old", "n": 3}, [], then),
+        *format_1_records("other", ("users",), "k", {"n": 4}, [], then),
+    ])
+    store.embeddings.add(namespace="langgraph-lookalike", text="k")  # not an item
+    carried, = format_1_records("langgraph", ("users", "u2"), "carried", {"text": "new", "n": 3}, [], then)
+    from mnemostore.integrations.langgraph.store_mapping import from_format_1
+    items(store).put([from_format_1(carried)])  # a copy that crashed before deleting its chunk
+
+    lg = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text", "tags[*]"]})
+    prefs = lg.get(("users", "u/1"), "prefs")
+    assert prefs is not None and prefs.value["n"] == 1 and prefs.created_at == then
+    assert {x.key for x in lg.search(("users",), filter={"n": {"$gte": 2}})} == {"carried", "plain"}
+    assert [(x.key, round(x.score or 0, 4)) for x in lg.search(("users",), query="blue", limit=1)] == [("prefs", 1.0)]
+    assert lg.list_namespaces() == [("users", "u/1"), ("users", "u2")]
+    got = lg.get(("users", "u2"), "carried")
+    assert got is not None and got.value["text"] == "new"
+    assert sorted(r.namespace for r in store.embeddings.all()) == ["langgraph-lookalike", "other:users/"]
+    assert items(store).count() == 4  # prefs, its shard, plain, carried
+    lg.put(("users", "u2"), "plain", {"text": "again"})
+    again = lg.get(("users", "u2"), "plain")
+    assert again is not None and again.created_at == then and again.updated_at > then
+    other = MnemostoreStore(store, scope="other")
+    assert [x.value for x in other.search(())] == [{"n": 4}] and store.embeddings.count() == 1
 
 
 def test_batches_read_before_they_write(store: mnemostore.Store) -> None:
@@ -409,7 +474,7 @@ def test_async_batches(store: mnemostore.Store, url: str, facade: str) -> None:
         assert await lg.alist_namespaces() == [("a",)]
         await lg.adelete(("a",), "k1")
         assert await lg.aget(("a",), "k1") is None
-        assert [r.text for r in store.embeddings.all()] == ["k2"]  # written to the store the fixture opened
+        assert [r.key for r in items(store).all()] == ["k2"]  # written to the store the fixture opened
         if facade == "AsyncStore":
             assert await asyncio.to_thread(lg.get, ("a",), "k2") is not None  # sync, from another thread
             await over.aclose()
@@ -439,7 +504,7 @@ def test_rejections(store: mnemostore.Store) -> None:
         lg.batch([GetOp(("a.b",), "k")])
     lg.put(("a",), "v", {"text": "x"})
     MnemostoreStore(store, index={"dims": DIMS, "embed": embed}).put(("a",), "w", {"x": 1})
-    assert store.embeddings.count() == 2 and store.params.dimension == DIMS
+    assert items(store).count() == 2 and store.params.dimension == DIMS
     with pytest.raises(mnemostore.SchemaMismatch, match="dims"):
         MnemostoreStore(store, index={"dims": DIMS + 1, "embed": embed})
     with pytest.raises(mnemostore.ValidationError, match=r"index\.embed"):
@@ -523,8 +588,9 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
     """A put's record is built without pydantic's pass from parts the store checked: validating its fields
     gives the same record, and what validation refuses the put refuses, naming the field."""
     from mnemostore.core.errors import ValidationError
-    from mnemostore.core.records import Embedding, utcnow
+    from mnemostore.core.records import utcnow
     from mnemostore.integrations.langgraph import store_mapping
+    from mnemostore.kinds.langgraph_items import LangGraphItem
 
     with mnemostore.open(f"memory://{uuid.uuid4().hex}") as opened:
         lg = MnemostoreStore(opened)
@@ -533,11 +599,11 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
             ident = store_mapping.item_id("langgraph", namespace, key)
         except TypeError:  # a lone surrogate does not hash: the key or a label is refused before
             ident = "langgraph:x"
-        fields = {"id": ident, "text": key, "metadata": value,
+        fields = {"id": ident, "key": key, "metadata": value,
                   "namespace": store_mapping.item_root("langgraph") + store_mapping.encode_namespace(namespace),
                   "created_at": now, "updated_at": now}
         try:
-            reference: Embedding | None = Embedding(**fields)
+            reference: LangGraphItem | None = LangGraphItem(**fields)
         except ValidationError:
             reference = None
         try:
@@ -549,4 +615,4 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
         assert reference is not None
         built, = store_mapping.records_for("langgraph", tuple(namespace), key, value, [], "", now, now)
         assert built.__dict__ == reference.__dict__
-        assert Embedding(**built.__dict__).__dict__ == built.__dict__
+        assert LangGraphItem(**built.__dict__).__dict__ == built.__dict__

@@ -32,6 +32,8 @@ LayoutStep = Sequence[str] | Callable[["Backend"], None]
 """SQL statements (run by a SQL backend's `run_layout`) or a function of the open backend."""
 RecordChange = Callable[[Record], Mapping[str, Any] | None]
 """A record's field changes (`{"metadata": {...}}`), or None to leave it as it is."""
+RecordMoveStep = Callable[[Record], Record | None]
+"""A record as the other kind of a `RecordMove` holds it, or None to leave it where it is."""
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 
@@ -52,7 +54,7 @@ def _describe_const(value: object) -> str:
     return repr(value)
 
 
-def describe_step(step: LayoutStep | RecordChange | None) -> str:
+def describe_step(step: LayoutStep | RecordChange | RecordMoveStep | None) -> str:
     """The normalised content of one step: its statements, or its function's source (a
     partial's function and arguments; a callable object's class)."""
     if step is None:
@@ -213,6 +215,63 @@ class RecordMigration(Migration):
         function = self.change if direction == "up" else self.revert
         if function is None:
             raise ConfigError(f"record migration {self.id!r} cannot be reverted")
+        return function
+
+
+@dataclass(frozen=True)
+class RecordMove(Migration):
+    """Records moved from one kind to another, written once against the protocol and run on every backend.
+
+    `move` gives a record of `source` as the `target` kind holds it (or None to leave it); `move_back`
+    undoes it. Batches run in id order per tenant, each put into the other kind (leaving one an
+    interrupted run put already) before it is deleted from its own, so a run resumes without losing
+    or doubling anything. `target` is a class: an application kind registered for the run. The
+    other fields are `RecordMigration`'s (mnemostore's own moves set `locks_out_older`).
+    """
+
+    source: str = ""
+    target: type[Record] | None = None
+    move: RecordMoveStep | None = None
+    move_back: RecordMoveStep | None = None
+    batch_size: int = 500
+    new_stores: bool = True
+    locks_out_older: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer", "records")
+        if not is_kind(self.source) or self.target is None or self.move is None:
+            raise ConfigError(f"record move {self.id!r} needs a known source kind, a target kind class and a "
+                              "move function")
+        if type(self.batch_size) is not int or self.batch_size < 1:
+            raise ConfigError(f"record move {self.id!r}: batch_size must be a positive integer")
+        super().__post_init__()
+
+    @property
+    def ledger_layer(self) -> Layer:
+        return "layout" if self.locks_out_older else self.layer
+
+    def content(self) -> str:
+        assert self.target is not None
+        return (f"move {self.source} -> {self.target.kind}\nmove: {describe_step(self.move)}"
+                f"\nmove back: {describe_step(self.move_back)}")
+
+    @property
+    def reversible(self) -> bool:
+        return self.move_back is not None
+
+    @property
+    def transactional(self) -> bool:
+        return False
+
+    def moving(self, direction: Direction) -> tuple[str, str]:
+        """(from, to) kinds of one direction."""
+        assert self.target is not None
+        return (self.source, self.target.kind) if direction == "up" else (self.target.kind, self.source)
+
+    def function(self, direction: Direction) -> RecordMoveStep:
+        function = self.move if direction == "up" else self.move_back
+        if function is None:
+            raise ConfigError(f"record move {self.id!r} cannot be reverted")
         return function
 
 

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError as PydanticValidationError
 
 from ..core.errors import MigrationError, MnemostoreError, ValidationError
+from ..core.filters import F
 from ..core.records import KINDS, Record, convert_validation_error
 from .ledger import PROGRESS_KEY
-from .model import Direction, RecordChange, RecordMigration, describe_step
+from .model import Direction, RecordChange, RecordMigration, RecordMove, describe_step
 from .progress import Progress
 from .streams import Position, batches, chosen_kinds, kind_count
 
@@ -38,7 +39,8 @@ def changed_record(record: Record, changes: Mapping[str, Any]) -> Record:
 
 def brought_up_to_date(record: Record) -> Record:
     """`record` as mnemostore's own record migrations leave a stored one (`plan.library_migrations`):
-    for records from an older store that enter a current one without being stored first (an archive)."""
+    for records from an older store that enter a current one without being stored first (an archive).
+    Moves to another kind (`RecordMove`) are not made here: the record keeps its kind."""
     from .plan import library_migrations
 
     for migration in library_migrations():
@@ -76,6 +78,59 @@ def run_records(backend: Backend, migration: RecordMigration, direction: Directi
     positions.pop(migration.id, None)
     backend.write_meta(PROGRESS_KEY, positions or None)
     return changed_count
+
+
+def run_moves(backend: Backend, migration: RecordMove, direction: Direction,
+              keep_alive: Callable[[], None], progress: Progress) -> int:
+    """Move the records `migration` moves (or back); return how many moved. Each batch is put into the
+    other kind (leaving a record an interrupted run put there already), then deleted from its own; the
+    position after it is saved, so a run resumes there. The target kind is registered for the run,
+    its declaration recorded (the caller holds the migration lock)."""
+    from ..core.declarations import record_declaration
+    from ..core.kinds import kinds, register_kind
+
+    assert migration.target is not None
+    function = migration.function(direction)
+    source, target = migration.moving(direction)
+    registered = migration.target.kind in kinds.applications()
+    register_kind(migration.target)
+    moved_count = 0
+    try:
+        positions = dict(backend.read_meta(PROGRESS_KEY) or {})
+        saved = positions.get(migration.id)
+        start = Position.from_json(saved) if isinstance(saved, dict) and saved.get("direction") == direction else None
+        progress.begin(f"{migration.id} {source}", kind_count(backend, source))
+        declared = False
+        for tenant, page in batches(backend, source, migration.batch_size, start):
+            moved = [record for record in (_moved(migration, function, r) for r in page) if record is not None]
+            if moved:
+                if not declared:
+                    declared = record_declaration(backend, migration.target) if direction == "up" else True
+                backend.put_missing(target, moved)
+                backend.delete(source, tenant, F.id.in_([record.id for record in moved]))
+            moved_count += len(moved)
+            positions[migration.id] = {**Position(source, tenant, page[-1].id).to_json(), "direction": direction}
+            backend.write_meta(PROGRESS_KEY, positions)
+            keep_alive()
+            progress.advance(len(page))
+        progress.end()
+    finally:
+        if not registered:
+            kinds.unregister(migration.target.kind)
+    positions.pop(migration.id, None)
+    backend.write_meta(PROGRESS_KEY, positions or None)
+    return moved_count
+
+
+def _moved(migration: RecordMove, function: Callable[[Record], Record | None], record: Record) -> Record | None:
+    try:
+        return function(record)
+    except MnemostoreError:
+        raise
+    except Exception as exc:
+        raise MigrationError(f"record move {migration.id!r} on {record.kind} {record.id!r} failed: "
+                             f"{type(exc).__name__}: {exc}; fix it and run `migrate up` again: it resumes after "
+                             "the last finished batch") from exc
 
 
 def _apply(migration: RecordMigration, function: RecordChange, record: Record) -> Record | None:

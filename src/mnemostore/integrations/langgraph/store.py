@@ -33,9 +33,11 @@ from ...core.capabilities import VECTOR_METRICS, Capability
 from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
 from ...core.jsonvalues import find_json_problem
-from ...core.records import Embedding, utcnow
+from ...core.kinds import register_kind
+from ...core.records import utcnow
 from ...core.shapes import QueryShape
 from ...core.store import Store
+from ...kinds.langgraph_items import LangGraphItem
 from . import store_filters
 from . import store_mapping as mapping
 from .bridge import Bridge
@@ -78,11 +80,11 @@ class _Selection:
 
     where: Expr | None
     exact: bool
-    keep: Callable[[Embedding], bool]
+    keep: Callable[[LangGraphItem], bool]
 
 
 class MnemostoreStore(BaseStore):
-    """LangGraph store items as mnemostore embedding records (layout: `store_mapping`), on any backend.
+    """LangGraph store items as mnemostore `LangGraphItem` records (layout: `store_mapping`), on any backend.
 
     Prefixes and filters run in the store (and in vector search) as far as its capabilities allow; the
     rest is checked here, never dropped. `index` enables `query` search as in InMemoryStore; `scope`
@@ -94,6 +96,7 @@ class MnemostoreStore(BaseStore):
 
     def __init__(self, store: Store | AsyncStore, *, index: IndexConfig | None = None,
                  scope: str = "langgraph") -> None:
+        register_kind(LangGraphItem)  # registered when its module was imported, unless forgotten since
         self.store = store
         self._bridge = Bridge(store, type(self).__name__)
         self.scope = mapping.check_scope(scope)
@@ -228,13 +231,13 @@ class MnemostoreStore(BaseStore):
         return results
 
     # reading ------------------------------------------------------------------------------
-    async def _records(self, store: AsyncStore, item_keys: Sequence[ItemKey]) -> dict[ItemKey, Embedding]:
+    async def _records(self, store: AsyncStore, item_keys: Sequence[ItemKey]) -> dict[ItemKey, LangGraphItem]:
         """The records of these items that exist (their own records, not their shards)."""
         ids = {mapping.item_id(self.scope, ns, key): (ns, key) for ns, key in item_keys}
-        found: dict[ItemKey, Embedding] = {}
+        found: dict[ItemKey, LangGraphItem] = {}
         wanted = list(ids)
         for start in range(0, len(wanted), _CHUNK):
-            for record in await store.embeddings.get_many(wanted[start:start + _CHUNK], vectors=False):
+            for record in await store.collection(LangGraphItem).get_many(wanted[start:start + _CHUNK], vectors=False):
                 item_key = ids[record.id]
                 if mapping.where_it_lives(record) == item_key:
                     found[item_key] = record
@@ -258,17 +261,18 @@ class MnemostoreStore(BaseStore):
             page += [mapping.to_search_item(record, None) for record in rest]
         return page
 
-    async def _plain(self, store: AsyncStore, op: SearchOp, count: int, *, unvectored: bool = False) -> list[Embedding]:
+    async def _plain(self, store: AsyncStore, op: SearchOp, count: int, *,
+                     unvectored: bool = False) -> list[LangGraphItem]:
         """The first `count` matching items, most recently updated first."""
         if count <= 0:
             return []
+        items = store.collection(LangGraphItem)
         shape = self._plain_shape(store, op, unvectored)
         if shape is not None:
-            return await store.embeddings.fetch(shape, {}, limit=count, vectors=False)
+            return await items.fetch(shape, {}, limit=count, vectors=False)
         chosen = self._select(store, [mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
-        kept: list[Embedding] = []
-        rows = store.embeddings.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK),
-                                        vectors=False)
+        kept: list[LangGraphItem] = []
+        rows = items.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK), vectors=False)
         async with aclosing(rows):
             async for record in rows:
                 if chosen.keep(record):
@@ -291,21 +295,21 @@ class MnemostoreStore(BaseStore):
         if len(shapes) >= _SHAPES_KEPT:
             shapes.clear()
         found = shapes[key] = None if not chosen.exact or chosen.where is None else \
-            QueryShape(Embedding, chosen.where, order_by=_ORDER)
+            QueryShape(LangGraphItem, chosen.where, order_by=_ORDER)
         return found
 
     async def _nearest(self, store: AsyncStore, op: SearchOp, query: list[float],
-                       count: int) -> list[tuple[Embedding, float]]:
+                       count: int) -> list[tuple[LangGraphItem, float]]:
         """The best `count` items by their best vector, best first: k grows until enough distinct items match."""
         pushed = Capability.VECTOR_FILTERED in store.capabilities
         chosen = self._select(store, [mapping.item_root(self.scope), mapping.shard_root(self.scope)], op, pushed=pushed)
         k = count
         while True:
-            hits = await store.embeddings.search(query, k, where=chosen.where, vectors=False)
+            hits = await store.collection(LangGraphItem).search(query, k, where=chosen.where, vectors=False)
             owners = await self._owners(store, [hit.record.id for hit in hits])
-            best: dict[str, tuple[Embedding, float]] = {}
+            best: dict[str, tuple[LangGraphItem, float]] = {}
             for hit in hits:
-                record: Embedding = hit.record  # type: ignore[assignment]
+                record: LangGraphItem = hit.record  # type: ignore[assignment]
                 owner = mapping.owner_id(record.id)
                 if owner != record.id:  # a shard stands for its item as last put, if that put wrote it
                     item = owners.get(owner)
@@ -318,14 +322,14 @@ class MnemostoreStore(BaseStore):
                 return list(best.values())[:count]
             k *= 2
 
-    async def _owners(self, store: AsyncStore, hit_ids: list[str]) -> dict[str, Embedding]:
+    async def _owners(self, store: AsyncStore, hit_ids: list[str]) -> dict[str, LangGraphItem]:
         """The item records of the shards among `hit_ids`, by id: the truth for the item's value and
         times (a shard first written by a later put has a later `created_at`), and whether the shard
         is current (it was written by the item's last put: same `updated_at`)."""
         ids = list({mapping.owner_id(id): None for id in hit_ids if mapping.SHARD_MARK in id})
         if not ids:
             return {}
-        return {record.id: record for record in await store.embeddings.get_many(ids, vectors=False)}
+        return {record.id: record for record in await store.collection(LangGraphItem).get_many(ids, vectors=False)}
 
     def _select(self, store: AsyncStore, roots: list[str], op: SearchOp, *, pushed: bool,
                 unvectored: bool = False) -> _Selection:
@@ -334,7 +338,7 @@ class MnemostoreStore(BaseStore):
         starts = [root + mapping.encode_namespace(op.namespace_prefix) for root in roots]
         filter = op.filter
 
-        def keep(record: Embedding) -> bool:
+        def keep(record: LangGraphItem) -> bool:
             return (record.namespace.startswith(tuple(starts)) and (not unvectored or record.model == "")
                     and store_filters.matches(record.metadata, filter))
 
@@ -367,10 +371,11 @@ class MnemostoreStore(BaseStore):
         root = mapping.item_root(self.scope)
         start = root + mapping.encode_namespace(literal)
         found: set[Namespace] = set()
+        items = store.collection(LangGraphItem)
         if Capability.FILTER_RANGE in store.capabilities:
             above: Expr = F.namespace >= start
-            while (record := await store.embeddings.first(above & (F.namespace < mapping.upper_bound(start)),
-                                                         order_by="namespace", vectors=False)) is not None:
+            while (record := await items.first(above & (F.namespace < mapping.upper_bound(start)),
+                                               order_by="namespace", vectors=False)) is not None:
                 namespace = mapping.decode_namespace(record.namespace[len(root):])
                 above = F.namespace > record.namespace
                 if all(_matches_condition(c, namespace) for c in conditions):
@@ -378,7 +383,7 @@ class MnemostoreStore(BaseStore):
                     if depth is not None and 0 <= depth <= len(namespace):  # skip what truncates to the same
                         above = F.namespace >= mapping.upper_bound(root + mapping.encode_namespace(namespace[:depth]))
         else:
-            async for record in store.embeddings.iterate(None, order_by="namespace", vectors=False):
+            async for record in items.iterate(None, order_by="namespace", vectors=False):
                 if record.namespace.startswith(start):
                     namespace = mapping.decode_namespace(record.namespace[len(root):])
                     if all(_matches_condition(c, namespace) for c in conditions):
@@ -396,7 +401,7 @@ class MnemostoreStore(BaseStore):
         now = utcnow()
         doomed: list[ItemKey] = []
         reindexed: list[ItemKey] = []
-        records: list[Embedding] = []
+        records: list[LangGraphItem] = []
         for item_key, op in plan.puts.items():
             if op.value is None:
                 doomed.append(item_key)
@@ -406,14 +411,14 @@ class MnemostoreStore(BaseStore):
             vectors = [documents[text] for text in plan.texts.get(item_key, [])]
             value = cast(dict[str, Any], op.value)  # a dict since `_normalised`
             records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
-        embeddings = store.embeddings
+        items = store.collection(LangGraphItem)
         for start in range(0, len(reindexed), _CHUNK):
-            await embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
+            await items.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
         for start in range(0, len(doomed), _CHUNK):
             chunk = doomed[start:start + _CHUNK]
             ids = [mapping.item_id(self.scope, ns, key) for ns, key in chunk]
-            await embeddings.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
-        await embeddings._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
+            await items.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
+        await items._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
 
     def _may_shard(self, index: Literal[False] | list[str] | None) -> bool:
         """Whether this store's puts may give an item several vectors (shards): several paths, or a
@@ -432,7 +437,7 @@ def _shards_of(scope: str, item_keys: Sequence[ItemKey]) -> Expr:
     keys: dict[Namespace, list[str]] = {}
     for ns, key in item_keys:
         keys.setdefault(ns, []).append(key)
-    parts = [(F.namespace == mapping.shard_root(scope) + mapping.encode_namespace(ns)) & F.text.in_(names)
+    parts = [(F.namespace == mapping.shard_root(scope) + mapping.encode_namespace(ns)) & F.key.in_(names)
              for ns, names in keys.items()]
     return parts[0] if len(parts) == 1 else Or(tuple(parts))
 
