@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import operator
+import sqlite3
+import subprocess
+import sys
 import threading
 import uuid
 import zlib
@@ -448,6 +451,51 @@ def test_a_format_1_store_is_carried_over_at_the_first_batch(store: mnemostore.S
     assert again is not None and again.created_at == then and again.updated_at > then
     other = MnemostoreStore(store, scope="other")
     assert [x.value for x in other.search(())] == [{"n": 4}] and store.embeddings.count() == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_put_updates_the_key_and_namespace_indexes_only(backend: str, tmp_path: Path,
+                                                          request: pytest.FixtureRequest) -> None:
+    """The item kind's table has the (tenant, id) key and the namespace index its reads use, no default
+    order's index, and scope indexes that are partial (no item has an agent or a project)."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    server = request.getfixturevalue("postgres_server") if backend == "postgres" else None
+    url = server.url(schema) if server is not None else f"sqlite:///{tmp_path / 's.db'}"
+    with mnemostore.open(url) as opened:
+        MnemostoreStore(opened).put(("a",), "k", {"v": 1})
+    if server is None:
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            indexes = {sql or name for name, sql in conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'mnemo_langgraph_item'")}
+        assert indexes == {"sqlite_autoindex_mnemo_langgraph_item_1",  # UNIQUE (tenant, id)
+                           'CREATE INDEX "mnemo_langgraph_item__namespace" ON "mnemo_langgraph_item" '
+                           '(tenant, "namespace")',
+                           'CREATE INDEX "mnemo_langgraph_item__project_id" ON "mnemo_langgraph_item" '
+                           '(tenant, "project_id") WHERE "project_id" IS NOT NULL'}
+    else:
+        import psycopg
+
+        with psycopg.connect(server.base_url) as conn:
+            found = [row[0] for row in conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename LIKE %s",
+                (schema, "%langgraph_item"))]
+        assert len(found) == 4 and all("created_at" not in index for index in found), found
+        assert {index.split(" ON ")[0].rsplit("_", 1)[-1] for index in found if "WHERE" not in index} == {
+            "pkey", "namespace"}, found  # the key and the namespace index; the scope ones partial
+
+
+def test_a_copy_made_by_a_fresh_process_carries_the_items(tmp_path: Path) -> None:
+    """`mnemostore copy` in a process that never imported the integration copies the item kind (a kind
+    mnemostore ships, its module imported because the store names it), and the items read back."""
+    source, target = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    with mnemostore.open(source) as opened:
+        MnemostoreStore(opened).put(("a", "b"), "k", {"v": 1})
+    out = subprocess.run([sys.executable, "-m", "mnemostore", "copy", source, target, "--quiet"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    with mnemostore.open(target) as opened:
+        item = MnemostoreStore(opened).get(("a", "b"), "k")
+        assert item is not None and item.value == {"v": 1} and items(opened).count() == 1
 
 
 def test_batches_read_before_they_write(store: mnemostore.Store) -> None:
