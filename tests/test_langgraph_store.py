@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import dataclasses
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -420,21 +421,48 @@ def format_1_records(scope: str, namespace: tuple[str, ...], key: str, value: di
               for n, vector in enumerate(vectors[1:], start=1))]
 
 
-def test_a_format_1_store_is_carried_over_at_the_first_batch(store: mnemostore.Store) -> None:
-    """Items format 1 kept as `Embedding`s read back, rank and list as before, keep their `created_at`, and
-    leave the embedding kind (other embeddings stay); an item a crashed copy already carried is left as it is."""
+def test_a_format_1_store_moves_its_items_in_a_resumable_migration(store: mnemostore.Store, url: str) -> None:
+    """Items format 1 kept as `Embedding`s move to the item kind in `mnemostore.0002_langgraph_item_kind`:
+    a store left by older code refuses to open until migrated (when asked); an interrupted run resumes
+    (an item an interrupted run already put is left as it is); items then read back, rank and list as
+    before and keep their `created_at`; other embeddings (a look-alike, an item-like record whose id is
+    not its item id) stay; `down` moves the items back as they were."""
+    from mnemostore.migrations.langgraph_items import (
+        LANGGRAPH_ITEMS_MIGRATION,
+        LANGGRAPH_ITEMS_MIGRATION_ID,
+        _to_item,
+    )
+    from mnemostore.kinds.langgraph_items import item_id
+    from mnemostore.migrations.ledger import LEDGER_KEY, Ledger, LedgerEntry
+    from mnemostore.migrations.progress import Silent
+    from mnemostore.migrations.records import run_moves
+    from mnemostore.migrations.runner import Runner
+    from mnemostore.testing.clauses.migrations import Interrupted, InterruptedAfterOneBatch
+
     then = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
-    store.embeddings.put([
-        *format_1_records("langgraph", ("users", "u/1"), "prefs", {"text": "red", "tags": ["blue"], "n": 1},
-                          ["red", "blue"], then),
-        *format_1_records("langgraph", ("users", "u2"), "plain", {"text": "none", "n": 2}, [], then),
-        *format_1_records("langgraph", ("users", "u2"), "carried", {"text": "old", "n": 3}, [], then),
-        *format_1_records("other", ("users",), "k", {"n": 4}, [], then),
-    ])
-    store.embeddings.add(namespace="langgraph-lookalike", text="k")  # not an item
+    stored = [*format_1_records("langgraph", ("users", "u/1"), "prefs", {"text": "red", "tags": ["blue"], "n": 1},
+                                ["red", "blue"], then),
+              *format_1_records("langgraph", ("users", "u2"), "plain", {"text": "none", "n": 2}, [], then),
+              *format_1_records("langgraph", ("users", "u2"), "carried", {"text": "old", "n": 3}, [], then),
+              *format_1_records("other", ("users",), "k", {"n": 4}, [], then)]
+    store.embeddings.put(stored)
+    store.embeddings.add(id="app", namespace="langgraph-lookalike", text="k")  # not an item
+    store.embeddings.add(id="langgraph:", namespace="langgraph:users/", text="k")  # not its item id
     carried, = format_1_records("langgraph", ("users", "u2"), "carried", {"text": "new", "n": 3}, [], then)
-    from mnemostore.integrations.langgraph.store_mapping import from_format_1
-    items(store).put([from_format_1(carried)])  # a copy that crashed before deleting its chunk
+    items(store).put([_to_item(carried)])  # what a crashed run put before deleting its batch
+    backend = store.backend
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing(LANGGRAPH_ITEMS_MIGRATION_ID).to_json())
+    forget_the_items_kind()  # a process of the older code never registered it
+    with pytest.raises(mnemostore.PendingMigrations, match=LANGGRAPH_ITEMS_MIGRATION_ID):
+        mnemostore.open(url, migrate="refuse")
+
+    moving = dataclasses.replace(LANGGRAPH_ITEMS_MIGRATION, batch_size=3)  # ids: app, langgraph:, an item, ...
+    with pytest.raises(Interrupted):
+        run_moves(backend, moving, "up", lambda: None, InterruptedAfterOneBatch())
+    assert store.embeddings.count() == 6, "the first batch's one item must have moved"
+    assert run_moves(backend, moving, "up", lambda: None, Silent()) == 4  # resumed after it: the other items
+    assert sorted(r.id for r in store.embeddings.all()) == ["app", "langgraph:"]
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).adding(LedgerEntry.of(LANGGRAPH_ITEMS_MIGRATION)).to_json())
 
     lg = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text", "tags[*]"]})
     prefs = lg.get(("users", "u/1"), "prefs")
@@ -444,58 +472,22 @@ def test_a_format_1_store_is_carried_over_at_the_first_batch(store: mnemostore.S
     assert lg.list_namespaces() == [("users", "u/1"), ("users", "u2")]
     got = lg.get(("users", "u2"), "carried")
     assert got is not None and got.value["text"] == "new"
-    assert sorted(r.namespace for r in store.embeddings.all()) == ["langgraph-lookalike", "other:users/"]
-    assert items(store).count() == 4  # prefs, its shard, plain, carried
+    assert items(store).count() == 5  # prefs, its shard, plain, carried, other's k
+    other = MnemostoreStore(store, scope="other")
+    assert [x.value for x in other.search(())] == [{"n": 4}]
     lg.put(("users", "u2"), "plain", {"text": "again"})
     again = lg.get(("users", "u2"), "plain")
     assert again is not None and again.created_at == then and again.updated_at > then
-    other = MnemostoreStore(store, scope="other")
-    assert [x.value for x in other.search(())] == [{"n": 4}] and store.embeddings.count() == 1
 
-
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_a_put_updates_the_key_and_namespace_indexes_only(backend: str, tmp_path: Path,
-                                                          request: pytest.FixtureRequest) -> None:
-    """The item kind's table has the (tenant, id) key and the namespace index its reads use, no default
-    order's index, and scope indexes that are partial (no item has an agent or a project)."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    server = request.getfixturevalue("postgres_server") if backend == "postgres" else None
-    url = server.url(schema) if server is not None else f"sqlite:///{tmp_path / 's.db'}"
-    with mnemostore.open(url) as opened:
-        MnemostoreStore(opened).put(("a",), "k", {"v": 1})
-    if server is None:
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
-            indexes = {sql or name for name, sql in conn.execute(
-                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'mnemo_langgraph_item'")}
-        assert indexes == {"sqlite_autoindex_mnemo_langgraph_item_1",  # UNIQUE (tenant, id)
-                           'CREATE INDEX "mnemo_langgraph_item__namespace" ON "mnemo_langgraph_item" '
-                           '(tenant, "namespace")',
-                           'CREATE INDEX "mnemo_langgraph_item__project_id" ON "mnemo_langgraph_item" '
-                           '(tenant, "project_id") WHERE "project_id" IS NOT NULL'}
-    else:
-        import psycopg
-
-        with psycopg.connect(server.base_url) as conn:
-            found = [row[0] for row in conn.execute(
-                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename LIKE %s",
-                (schema, "%langgraph_item"))]
-        assert len(found) == 4 and all("created_at" not in index for index in found), found
-        assert {index.split(" ON ")[0].rsplit("_", 1)[-1] for index in found if "WHERE" not in index} == {
-            "pkey", "namespace"}, found  # the key and the namespace index; the scope ones partial
-
-
-def test_a_copy_made_by_a_fresh_process_carries_the_items(tmp_path: Path) -> None:
-    """`mnemostore copy` in a process that never imported the integration copies the item kind (a kind
-    mnemostore ships, its module imported because the store names it), and the items read back."""
-    source, target = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
-    with mnemostore.open(source) as opened:
-        MnemostoreStore(opened).put(("a", "b"), "k", {"v": 1})
-    out = subprocess.run([sys.executable, "-m", "mnemostore", "copy", source, target, "--quiet"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    with mnemostore.open(target) as opened:
-        item = MnemostoreStore(opened).get(("a", "b"), "k")
-        assert item is not None and item.value == {"v": 1} and items(opened).count() == 1
+    assert Runner(backend).down() == [LANGGRAPH_ITEMS_MIGRATION_ID]
+    assert items(store).count() == 0
+    back = {r.id: r for r in store.embeddings.all()}
+    plain_id = item_id("langgraph", ("users", "u2"), "plain")
+    expected = {r.id: r for r in stored if r.id not in (carried.id, plain_id)}
+    assert {id: back[id] for id in expected} == expected
+    assert back[carried.id].metadata == {"text": "new", "n": 3} and back[plain_id].metadata == {"text": "again"}
+    assert back[plain_id].created_at == then and back["app"].text == "k"
+    assert Runner(backend).up() == [LANGGRAPH_ITEMS_MIGRATION_ID] and store.embeddings.count() == 2
 
 
 def test_batches_read_before_they_write(store: mnemostore.Store) -> None:
