@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import operator
-import sqlite3
-import subprocess
-import sys
 import threading
-import dataclasses
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -427,12 +424,12 @@ def test_a_format_1_store_moves_its_items_in_a_resumable_migration(store: mnemos
     (an item an interrupted run already put is left as it is); items then read back, rank and list as
     before and keep their `created_at`; other embeddings (a look-alike, an item-like record whose id is
     not its item id) stay; `down` moves the items back as they were."""
+    from mnemostore.kinds.langgraph_items import item_id
     from mnemostore.migrations.langgraph_items import (
         LANGGRAPH_ITEMS_MIGRATION,
         LANGGRAPH_ITEMS_MIGRATION_ID,
         _to_item,
     )
-    from mnemostore.kinds.langgraph_items import item_id
     from mnemostore.migrations.ledger import LEDGER_KEY, Ledger, LedgerEntry
     from mnemostore.migrations.progress import Silent
     from mnemostore.migrations.records import run_moves
