@@ -28,6 +28,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
 from ...core.capabilities import VECTOR_METRICS, Capability
 from ...core.errors import ConfigError, SchemaMismatch, ValidationError
@@ -98,6 +99,7 @@ class MnemostoreStore(BaseStore):
                  scope: str = "langgraph") -> None:
         register_kind(LangGraphItem)  # registered when its module was imported, unless forgotten since
         self.store = store
+        self._item_collection: tuple[AsyncStore, AsyncCollection[LangGraphItem]] | None = None
         self._bridge = Bridge(store, type(self).__name__)
         self.scope = mapping.check_scope(scope)
         self.index_config: IndexConfig | None = None
@@ -230,6 +232,17 @@ class MnemostoreStore(BaseStore):
             await self._write(store, plan, documents)
         return results
 
+    def _items_in(self, store: AsyncStore) -> AsyncCollection[LangGraphItem]:
+        """The item collection of `store` (the one this class drives, or a loop's twin), looked up again
+        only when the store changes (`AsyncStore.collection` resolves the kind: ~1 us a call). One
+        tuple, so a thread never pairs one store with another's collection."""
+        kept = self._item_collection
+        if kept is not None and kept[0] is store:
+            return kept[1]
+        found: AsyncCollection[LangGraphItem] = store.collection(LangGraphItem)
+        self._item_collection = (store, found)
+        return found
+
     # reading ------------------------------------------------------------------------------
     async def _records(self, store: AsyncStore, item_keys: Sequence[ItemKey]) -> dict[ItemKey, LangGraphItem]:
         """The records of these items that exist (their own records, not their shards)."""
@@ -237,7 +250,7 @@ class MnemostoreStore(BaseStore):
         found: dict[ItemKey, LangGraphItem] = {}
         wanted = list(ids)
         for start in range(0, len(wanted), _CHUNK):
-            for record in await store.collection(LangGraphItem).get_many(wanted[start:start + _CHUNK], vectors=False):
+            for record in await self._items_in(store).get_many(wanted[start:start + _CHUNK], vectors=False):
                 item_key = ids[record.id]
                 if mapping.where_it_lives(record) == item_key:
                     found[item_key] = record
@@ -266,7 +279,7 @@ class MnemostoreStore(BaseStore):
         """The first `count` matching items, most recently updated first."""
         if count <= 0:
             return []
-        items = store.collection(LangGraphItem)
+        items = self._items_in(store)
         shape = self._plain_shape(store, op, unvectored)
         if shape is not None:
             return await items.fetch(shape, {}, limit=count, vectors=False)
@@ -305,7 +318,7 @@ class MnemostoreStore(BaseStore):
         chosen = self._select(store, [mapping.item_root(self.scope), mapping.shard_root(self.scope)], op, pushed=pushed)
         k = count
         while True:
-            hits = await store.collection(LangGraphItem).search(query, k, where=chosen.where, vectors=False)
+            hits = await self._items_in(store).search(query, k, where=chosen.where, vectors=False)
             owners = await self._owners(store, [hit.record.id for hit in hits])
             best: dict[str, tuple[LangGraphItem, float]] = {}
             for hit in hits:
@@ -329,7 +342,7 @@ class MnemostoreStore(BaseStore):
         ids = list({mapping.owner_id(id): None for id in hit_ids if mapping.SHARD_MARK in id})
         if not ids:
             return {}
-        return {record.id: record for record in await store.collection(LangGraphItem).get_many(ids, vectors=False)}
+        return {record.id: record for record in await self._items_in(store).get_many(ids, vectors=False)}
 
     def _select(self, store: AsyncStore, roots: list[str], op: SearchOp, *, pushed: bool,
                 unvectored: bool = False) -> _Selection:
@@ -371,7 +384,7 @@ class MnemostoreStore(BaseStore):
         root = mapping.item_root(self.scope)
         start = root + mapping.encode_namespace(literal)
         found: set[Namespace] = set()
-        items = store.collection(LangGraphItem)
+        items = self._items_in(store)
         if Capability.FILTER_RANGE in store.capabilities:
             above: Expr = F.namespace >= start
             while (record := await items.first(above & (F.namespace < mapping.upper_bound(start)),
@@ -411,7 +424,7 @@ class MnemostoreStore(BaseStore):
             vectors = [documents[text] for text in plan.texts.get(item_key, [])]
             value = cast(dict[str, Any], op.value)  # a dict since `_normalised`
             records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
-        items = store.collection(LangGraphItem)
+        items = self._items_in(store)
         for start in range(0, len(reindexed), _CHUNK):
             await items.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
         for start in range(0, len(doomed), _CHUNK):
