@@ -134,6 +134,11 @@ class MnemostoreStore(BaseStore):
     # batches ------------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops: reads see the store as it was before the batch's writes (as in InMemoryStore)."""
+        if type(ops) is list and len(ops) == 1 and self.embeddings is None:  # `put`'s batch of one
+            op = ops[0]
+            if type(op) is PutOp and type(op.namespace) is tuple and type(op.value) is dict:
+                self._put_plain(op)
+                return [None]
         plan = self._plan(ops)
         embeddings = self.embeddings
         documents: dict[str, list[float]] = {}
@@ -182,6 +187,17 @@ class MnemostoreStore(BaseStore):
                 if op.value is not None and op.index is not False:
                     plan.texts[item_key] = self._texts(dict(op.value), op.index)
         return plan
+
+    def _put_plain(self, op: PutOp) -> None:
+        """One put of a dict value on a store without an index (so no vector, no shard): the checks and
+        the record a batch gives it (`_plan`, `_write`), in one store call without a batch's planning."""
+        validate_op_namespace(op)
+        self._check_put(op)
+        now = utcnow()
+        records = mapping.records_for(self.scope, op.namespace, op.key, cast(dict[str, Any], op.value), (), "",
+                                      now, now)
+        bridge = self._bridge
+        bridge.run(self._items_in(bridge.driven)._put_built(records, keep_created=True))
 
     def _check_put(self, op: PutOp) -> None:
         if op.ttl is not None:
