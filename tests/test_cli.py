@@ -273,7 +273,7 @@ def test_info_shows_the_ledgers_newest_layout_step(tmp_path: Path, capsys: pytes
     url = f"sqlite:///{tmp_path / 'versioned.db'}"
     mnemostore.open(url).close()
     info = json.loads(run_cli(capsys, "info", "--json", url)[1])
-    assert info["schema_version"] == f"{HISTORY[-1].id} ({len(HISTORY) + 1} migration(s) applied)"  # + state hash
+    assert info["schema_version"] == f"{HISTORY[-1].id} ({len(HISTORY) + 2} migration(s) applied)"  # + library
 
 
 def test_the_readme_set_up_lines_install_what_each_needs_and_ci_runs_the_second() -> None:

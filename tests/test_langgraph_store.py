@@ -424,7 +424,7 @@ def test_a_format_1_store_moves_its_items_in_a_resumable_migration(store: mnemos
     (an item an interrupted run already put is left as it is); items then read back, rank and list as
     before and keep their `created_at`; other embeddings (a look-alike, an item-like record whose id is
     not its item id) stay; `down` moves the items back as they were."""
-    from mnemostore.kinds.langgraph_items import item_id
+    from mnemostore.kinds.langgraph_ids import item_id
     from mnemostore.migrations.langgraph_items import (
         LANGGRAPH_ITEMS_MIGRATION,
         LANGGRAPH_ITEMS_MIGRATION_ID,

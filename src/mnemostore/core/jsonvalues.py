@@ -79,7 +79,7 @@ def _plainly_fine(value: Any) -> bool:
     if kind is str:
         return value.isascii() and "\x00" not in value
     if kind is int:
-        return INT64_MIN <= value <= INT64_MAX
+        return bool(INT64_MIN <= value <= INT64_MAX)
     return value is None or kind is bool
 
 

@@ -5,7 +5,8 @@
 narrow kind with one index fewer, so a put writes less. This step moves every stored item over, on
 every backend, through the protocol; `down` moves them back. An embedding is an item only if its id
 is the one its scope, namespace and key give (`item_id`), so an application's own embeddings stay.
-Older code, which would write items where format 2 never reads them, is locked out.
+Older code, which would write items where format 2 never reads them, is locked out. Planning this step
+(importing this module) registers no kind: the item kind is registered for the run only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 
 from ..core.codec import trusted_record
 from ..core.records import Embedding, Record
-from ..kinds.langgraph_items import ITEM_MARK, SHARD_MARK, LangGraphItem, decode_namespace, item_id
+from ..kinds.langgraph_ids import ITEM_MARK, SHARD_MARK, decode_namespace, item_id
 from .model import RecordMove
 
 LANGGRAPH_ITEMS_MIGRATION_ID = "mnemostore.0002_langgraph_item_kind"
@@ -37,6 +38,8 @@ def is_stored_item(record: Record, key: str) -> bool:
 
 def _to_item(record: Record) -> Record | None:
     """A format-1 item (an `Embedding`, its key in `text`) as a `LangGraphItem`, every field kept."""
+    from ..kinds.langgraph_items import LangGraphItem  # registered for the run (`run_moves`)
+
     if not isinstance(record, Embedding) or not is_stored_item(record, record.text):
         return None
     data = dict(record.__dict__)
@@ -46,7 +49,7 @@ def _to_item(record: Record) -> Record | None:
 
 def _to_embedding(record: Record) -> Record | None:
     """A `LangGraphItem` as format 1 kept it: an `Embedding`, its key in `text`."""
-    if not isinstance(record, LangGraphItem):
+    if record.kind != "langgraph_item":
         return None
     data = dict(record.__dict__)
     data["text"] = data.pop("key")
@@ -54,7 +57,8 @@ def _to_embedding(record: Record) -> Record | None:
 
 
 LANGGRAPH_ITEMS_MIGRATION = RecordMove(
-    LANGGRAPH_ITEMS_MIGRATION_ID, source="embedding", target=LangGraphItem, move=_to_item, move_back=_to_embedding,
+    LANGGRAPH_ITEMS_MIGRATION_ID, source="embedding", target="mnemostore.kinds.langgraph_items:LangGraphItem",
+    move=_to_item, move_back=_to_embedding,
     new_stores=False, locks_out_older=True, after=("mnemostore.0001_state_hash_xxh3",),
     description="LangGraph store items from embedding records to their own kind, langgraph_item (store format 2)")
 """Part of every store's migrations (`plan.library_migrations`): stores written by older code move their

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import inspect
 import re
 import textwrap
@@ -225,12 +226,13 @@ class RecordMove(Migration):
     `move` gives a record of `source` as the `target` kind holds it (or None to leave it); `move_back`
     undoes it. Batches run in id order per tenant, each put into the other kind (leaving one an
     interrupted run put already) before it is deleted from its own, so a run resumes without losing
-    or doubling anything. `target` is a class: an application kind registered for the run. The
-    other fields are `RecordMigration`'s (mnemostore's own moves set `locks_out_older`).
+    or doubling anything. `target` names the target kind's class as `module:qualname`: imported and
+    registered for the run only, so planning a move registers no kind. The other fields are
+    `RecordMigration`'s (mnemostore's own moves set `locks_out_older`).
     """
 
     source: str = ""
-    target: type[Record] | None = None
+    target: str = ""
     move: RecordMoveStep | None = None
     move_back: RecordMoveStep | None = None
     batch_size: int = 500
@@ -239,9 +241,9 @@ class RecordMove(Migration):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layer", "records")
-        if not is_kind(self.source) or self.target is None or self.move is None:
-            raise ConfigError(f"record move {self.id!r} needs a known source kind, a target kind class and a "
-                              "move function")
+        if not is_kind(self.source) or self.target.count(":") != 1 or self.move is None:
+            raise ConfigError(f"record move {self.id!r} needs a known source kind, a target kind class as "
+                              "'module:qualname' and a move function")
         if type(self.batch_size) is not int or self.batch_size < 1:
             raise ConfigError(f"record move {self.id!r}: batch_size must be a positive integer")
         super().__post_init__()
@@ -251,8 +253,7 @@ class RecordMove(Migration):
         return "layout" if self.locks_out_older else self.layer
 
     def content(self) -> str:
-        assert self.target is not None
-        return (f"move {self.source} -> {self.target.kind}\nmove: {describe_step(self.move)}"
+        return (f"move {self.source} -> {self.target}\nmove: {describe_step(self.move)}"
                 f"\nmove back: {describe_step(self.move_back)}")
 
     @property
@@ -263,10 +264,15 @@ class RecordMove(Migration):
     def transactional(self) -> bool:
         return False
 
-    def moving(self, direction: Direction) -> tuple[str, str]:
-        """(from, to) kinds of one direction."""
-        assert self.target is not None
-        return (self.source, self.target.kind) if direction == "up" else (self.target.kind, self.source)
+    def target_class(self) -> type[Record]:
+        """The target kind's class (its module imported)."""
+        module, qualname = self.target.split(":")
+        found: Any = importlib.import_module(module)
+        for name in qualname.split("."):
+            found = getattr(found, name)
+        if not (isinstance(found, type) and issubclass(found, Record)):
+            raise ConfigError(f"record move {self.id!r}: {self.target} is not a record kind class")
+        return found
 
     def function(self, direction: Direction) -> RecordMoveStep:
         function = self.move if direction == "up" else self.move_back

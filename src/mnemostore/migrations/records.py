@@ -84,28 +84,27 @@ def run_moves(backend: Backend, migration: RecordMove, direction: Direction,
               keep_alive: Callable[[], None], progress: Progress) -> int:
     """Move the records `migration` moves (or back); return how many moved. Each batch is put into the
     other kind (leaving a record an interrupted run put there already), then deleted from its own; the
-    position after it is saved, so a run resumes there. The target kind is registered for the run,
-    its declaration recorded (the caller holds the migration lock)."""
+    position after it is saved, so a run resumes there. The target kind is registered for the run
+    only, and its declaration recorded before its first record (the caller holds the migration lock)."""
     from ..core.declarations import record_declaration
     from ..core.kinds import kinds, register_kind
 
-    assert migration.target is not None
     function = migration.function(direction)
-    source, target = migration.moving(direction)
-    registered = migration.target.kind in kinds.applications()
-    register_kind(migration.target)
+    target_cls = migration.target_class()
+    registered = target_cls.kind in kinds.applications()
+    register_kind(target_cls)
+    source, target = (migration.source, target_cls.kind) if direction == "up" else (target_cls.kind, migration.source)
     moved_count = 0
     try:
         positions = dict(backend.read_meta(PROGRESS_KEY) or {})
         saved = positions.get(migration.id)
         start = Position.from_json(saved) if isinstance(saved, dict) and saved.get("direction") == direction else None
         progress.begin(f"{migration.id} {source}", kind_count(backend, source))
-        declared = False
+        declared = direction == "down"
         for tenant, page in batches(backend, source, migration.batch_size, start):
             moved = [record for record in (_moved(migration, function, r) for r in page) if record is not None]
             if moved:
-                if not declared:
-                    declared = record_declaration(backend, migration.target) if direction == "up" else True
+                declared = declared or record_declaration(backend, target_cls)
                 backend.put_missing(target, moved)
                 backend.delete(source, tenant, F.id.in_([record.id for record in moved]))
             moved_count += len(moved)
@@ -116,7 +115,7 @@ def run_moves(backend: Backend, migration: RecordMove, direction: Direction,
         progress.end()
     finally:
         if not registered:
-            kinds.unregister(migration.target.kind)
+            kinds.unregister(target_cls.kind)
     positions.pop(migration.id, None)
     backend.write_meta(PROGRESS_KEY, positions or None)
     return moved_count

@@ -24,11 +24,11 @@ from langgraph.store.base import Item, SearchItem
 from ...core.codec import trusted_record
 from ...core.errors import ConfigError, ValidationError
 from ...core.jsonvalues import check_text
-from ...kinds.langgraph_items import ITEM_MARK as ITEM_MARK
-from ...kinds.langgraph_items import SHARD_MARK as SHARD_MARK
+from ...kinds.langgraph_ids import ITEM_MARK as ITEM_MARK
+from ...kinds.langgraph_ids import SHARD_MARK as SHARD_MARK
+from ...kinds.langgraph_ids import decode_namespace as decode_namespace
+from ...kinds.langgraph_ids import item_id as item_id
 from ...kinds.langgraph_items import LangGraphItem
-from ...kinds.langgraph_items import decode_namespace as decode_namespace
-from ...kinds.langgraph_items import item_id as item_id
 
 _SCOPE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _AFTER_SCOPE = re.compile(f"[{ITEM_MARK}{SHARD_MARK}]")
