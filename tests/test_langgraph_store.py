@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 import itertools
 import operator
+import subprocess
+import sys
 import threading
 import uuid
 import zlib
@@ -485,6 +487,28 @@ def test_a_format_1_store_moves_its_items_in_a_resumable_migration(store: mnemos
     assert back[carried.id].metadata == {"text": "new", "n": 3} and back[plain_id].metadata == {"text": "again"}
     assert back[plain_id].created_at == then and back["app"].text == "k"
     assert Runner(backend).up() == [LANGGRAPH_ITEMS_MIGRATION_ID] and store.embeddings.count() == 2
+
+
+def test_moving_items_on_open_leaves_no_kind_registered(tmp_path: Path) -> None:
+    """A process that moves a store's items on open (the item kind's module imported for the first time
+    by the move) knows no more kinds after it than before: listings and copies see only what it wrote."""
+    script = f"""
+import mnemostore
+from mnemostore.core.kinds import kind_names
+from mnemostore.core.records import Embedding
+from mnemostore.kinds.langgraph_ids import item_id
+from mnemostore.migrations.ledger import LEDGER_KEY, Ledger
+url = "sqlite:///{tmp_path / 'old.db'}"
+with mnemostore.open(url) as store:
+    store.embeddings.put([Embedding(id=item_id("langgraph", ("a",), "k"), namespace="langgraph:a/", text="k")])
+    backend = store.backend
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing("mnemostore.0002_langgraph_item_kind").to_json())
+with mnemostore.open(url) as store:
+    print(store.embeddings.count(), kind_names())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 ('outcome', 'heuristic', 'anti_pattern', 'checkpoint', 'embedding')"
 
 
 def test_batches_read_before_they_write(store: mnemostore.Store) -> None:

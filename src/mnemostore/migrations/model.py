@@ -162,7 +162,33 @@ class LayoutMigration(Migration):
 
 
 @dataclass(frozen=True)
-class RecordMigration(Migration):
+class RecordStep(Migration):
+    """What record migrations and record moves share: batches of `batch_size`, resumable, never in one
+    transaction; `new_stores=False` for a step no record this code writes needs (a brand-new store
+    records it as applied without reading anything); `locks_out_older=True` to record it in the ledger
+    as a layout step, so an older mnemostore refuses the store (`StoreTooNew`)."""
+
+    batch_size: int = 500
+    new_stores: bool = True
+    locks_out_older: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer", "records")
+        if type(self.batch_size) is not int or self.batch_size < 1:
+            raise ConfigError(f"record migration {self.id!r}: batch_size must be a positive integer")
+        super().__post_init__()
+
+    @property
+    def ledger_layer(self) -> Layer:
+        return "layout" if self.locks_out_older else self.layer
+
+    @property
+    def transactional(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class RecordMigration(RecordStep):
     """A change to records, written once against the protocol and run on every backend.
 
     `change` maps a record to its field changes (or None); it runs in batches of
@@ -179,12 +205,8 @@ class RecordMigration(Migration):
     change: RecordChange | None = None
     revert: RecordChange | None = None
     parameters: tuple[Any, ...] = ()
-    batch_size: int = 500
-    new_stores: bool = True
-    locks_out_older: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "layer", "records")
         object.__setattr__(self, "kinds", tuple(self.kinds))
         unknown = [kind for kind in self.kinds if not is_kind(kind)]
         if unknown or not self.kinds:
@@ -192,13 +214,7 @@ class RecordMigration(Migration):
                 f"record migration {self.id!r}: unknown kinds {unknown}; known: {', '.join(kind_names())}")
         if self.change is None:
             raise ConfigError(f"record migration {self.id!r} needs a change function")
-        if type(self.batch_size) is not int or self.batch_size < 1:
-            raise ConfigError(f"record migration {self.id!r}: batch_size must be a positive integer")
         super().__post_init__()
-
-    @property
-    def ledger_layer(self) -> Layer:
-        return "layout" if self.locks_out_older else self.layer
 
     def content(self) -> str:
         return (f"records {','.join(self.kinds)} {self.parameters!r}\nchange: {describe_step(self.change)}"
@@ -208,10 +224,6 @@ class RecordMigration(Migration):
     def reversible(self) -> bool:
         return self.revert is not None
 
-    @property
-    def transactional(self) -> bool:
-        return False
-
     def function(self, direction: Direction) -> RecordChange:
         function = self.change if direction == "up" else self.revert
         if function is None:
@@ -220,7 +232,7 @@ class RecordMigration(Migration):
 
 
 @dataclass(frozen=True)
-class RecordMove(Migration):
+class RecordMove(RecordStep):
     """Records moved from one kind to another, written once against the protocol and run on every backend.
 
     `move` gives a record of `source` as the `target` kind holds it (or None to leave it); `move_back`
@@ -235,22 +247,12 @@ class RecordMove(Migration):
     target: str = ""
     move: RecordMoveStep | None = None
     move_back: RecordMoveStep | None = None
-    batch_size: int = 500
-    new_stores: bool = True
-    locks_out_older: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "layer", "records")
         if not is_kind(self.source) or self.target.count(":") != 1 or self.move is None:
             raise ConfigError(f"record move {self.id!r} needs a known source kind, a target kind class as "
                               "'module:qualname' and a move function")
-        if type(self.batch_size) is not int or self.batch_size < 1:
-            raise ConfigError(f"record move {self.id!r}: batch_size must be a positive integer")
         super().__post_init__()
-
-    @property
-    def ledger_layer(self) -> Layer:
-        return "layout" if self.locks_out_older else self.layer
 
     def content(self) -> str:
         return (f"move {self.source} -> {self.target}\nmove: {describe_step(self.move)}"
@@ -259,10 +261,6 @@ class RecordMove(Migration):
     @property
     def reversible(self) -> bool:
         return self.move_back is not None
-
-    @property
-    def transactional(self) -> bool:
-        return False
 
     def target_class(self) -> type[Record]:
         """The target kind's class (its module imported)."""

@@ -55,9 +55,7 @@ def run_records(backend: Backend, migration: RecordMigration, direction: Directi
                 keep_alive: Callable[[], None], progress: Progress) -> int:
     """Apply (or revert) `migration` to every record it covers; return how many changed."""
     function = migration.function(direction)
-    positions = dict(backend.read_meta(PROGRESS_KEY) or {})
-    saved = positions.get(migration.id)
-    start = Position.from_json(saved) if isinstance(saved, dict) and saved.get("direction") == direction else None
+    positions, start = _saved_position(backend, migration.id, direction)
     if start is not None and start.kind not in migration.kinds:
         start = None  # the migration's kinds were edited since: start again (its change is idempotent)
     changed_count = 0
@@ -70,13 +68,11 @@ def run_records(backend: Backend, migration: RecordMigration, direction: Directi
             if replaced:
                 backend.put(kind, replaced)
             changed_count += len(replaced)
-            positions[migration.id] = {**Position(kind, tenant, page[-1].id).to_json(), "direction": direction}
-            backend.write_meta(PROGRESS_KEY, positions)
+            _page_done(backend, positions, migration.id, Position(kind, tenant, page[-1].id), direction)
             keep_alive()
             progress.advance(len(page))
         progress.end()
-    positions.pop(migration.id, None)
-    backend.write_meta(PROGRESS_KEY, positions or None)
+    _run_done(backend, positions, migration.id)
     return changed_count
 
 
@@ -90,15 +86,14 @@ def run_moves(backend: Backend, migration: RecordMove, direction: Direction,
     from ..core.kinds import kinds, register_kind
 
     function = migration.function(direction)
+    known = kinds.applications()  # before the import: importing a kind's module may register it
     target_cls = migration.target_class()
-    registered = target_cls.kind in kinds.applications()
+    registered = target_cls.kind in known
     register_kind(target_cls)
     source, target = (migration.source, target_cls.kind) if direction == "up" else (target_cls.kind, migration.source)
     moved_count = 0
     try:
-        positions = dict(backend.read_meta(PROGRESS_KEY) or {})
-        saved = positions.get(migration.id)
-        start = Position.from_json(saved) if isinstance(saved, dict) and saved.get("direction") == direction else None
+        positions, start = _saved_position(backend, migration.id, direction)
         progress.begin(f"{migration.id} {source}", kind_count(backend, source))
         declared = direction == "down"
         for tenant, page in batches(backend, source, migration.batch_size, start):
@@ -108,17 +103,37 @@ def run_moves(backend: Backend, migration: RecordMove, direction: Direction,
                 backend.put_missing(target, moved)
                 backend.delete(source, tenant, F.id.in_([record.id for record in moved]))
             moved_count += len(moved)
-            positions[migration.id] = {**Position(source, tenant, page[-1].id).to_json(), "direction": direction}
-            backend.write_meta(PROGRESS_KEY, positions)
+            _page_done(backend, positions, migration.id, Position(source, tenant, page[-1].id), direction)
             keep_alive()
             progress.advance(len(page))
         progress.end()
     finally:
         if not registered:
             kinds.unregister(target_cls.kind)
-    positions.pop(migration.id, None)
-    backend.write_meta(PROGRESS_KEY, positions or None)
+    _run_done(backend, positions, migration.id)
     return moved_count
+
+
+def _saved_position(backend: Backend, migration_id: str,
+                    direction: Direction) -> tuple[dict[str, Any], Position | None]:
+    """Every migration's saved position (the store's metadata), and where this one's run resumes."""
+    positions = dict(backend.read_meta(PROGRESS_KEY) or {})
+    saved = positions.get(migration_id)
+    start = Position.from_json(saved) if isinstance(saved, dict) and saved.get("direction") == direction else None
+    return positions, start
+
+
+def _page_done(backend: Backend, positions: dict[str, Any], migration_id: str, position: Position,
+               direction: Direction) -> None:
+    """Save the position after a finished page: a run resumes after it."""
+    positions[migration_id] = {**position.to_json(), "direction": direction}
+    backend.write_meta(PROGRESS_KEY, positions)
+
+
+def _run_done(backend: Backend, positions: dict[str, Any], migration_id: str) -> None:
+    """Forget a finished run's position."""
+    positions.pop(migration_id, None)
+    backend.write_meta(PROGRESS_KEY, positions or None)
 
 
 def _moved(migration: RecordMove, function: Callable[[Record], Record | None], record: Record) -> Record | None:

@@ -295,7 +295,7 @@ class Runner:
     def _run(self, migration: Migration, direction: Direction, ledger: Ledger,
              info: LockInfo, new_store: bool = False) -> tuple[Ledger, LockInfo]:
         """Apply or revert one layout or record migration and record it; a record migration that new
-        stores do not need (`RecordMigration.new_stores`) is only recorded on a brand-new store."""
+        stores do not need (`RecordStep.new_stores`) is only recorded on a brand-new store."""
         after = ledger.adding(LedgerEntry.of(migration)) if direction == "up" else ledger.removing(migration.id)
         if isinstance(migration, LayoutMigration):
             try:
