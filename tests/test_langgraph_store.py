@@ -650,6 +650,7 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
     gives the same record, and what validation refuses the put refuses, naming the field."""
     from mnemostore.core.errors import ValidationError
     from mnemostore.core.records import utcnow
+    from mnemostore.core.vectors import as_vector
     from mnemostore.integrations.langgraph import store_mapping
     from mnemostore.kinds.langgraph_items import LangGraphItem
 
@@ -677,3 +678,11 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
         built, = store_mapping.records_for("langgraph", tuple(namespace), key, value, [], "", now, now)
         assert built.__dict__ == reference.__dict__
         assert LangGraphItem(**built.__dict__).__dict__ == built.__dict__
+        vectors = [as_vector([0.5] * DIMS), as_vector([-1.0] * DIMS)]  # an item with a shard
+        item, shard = store_mapping.records_for("langgraph", tuple(namespace), key, value, vectors, "m", now, now)
+        for record, vector in ((item, vectors[0]), (shard, vectors[1])):
+            validated = LangGraphItem(**{**record.__dict__, "embedding": vector.tolist()})
+            assert {**validated.__dict__, "embedding": None} == {**record.__dict__, "embedding": None}
+            assert validated.embedding.tolist() == record.embedding.tolist()
+        assert (item.id, item.namespace, shard.id, shard.namespace) == (
+            ident, fields["namespace"], ident + "#1", store_mapping.shard_root("langgraph") + fields["namespace"][10:])

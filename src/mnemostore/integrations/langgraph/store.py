@@ -33,11 +33,12 @@ from ...core.async_store import AsyncStore
 from ...core.capabilities import VECTOR_METRICS, Capability
 from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
-from ...core.jsonvalues import find_json_problem
+from ...core.jsonvalues import check_text, find_json_problem
 from ...core.kinds import register_kind
 from ...core.records import utcnow
 from ...core.shapes import QueryShape
 from ...core.store import Store
+from ...core.vectors import Vector, as_vector
 from ...kinds.langgraph_items import LangGraphItem
 from . import store_filters
 from . import store_mapping as mapping
@@ -117,6 +118,9 @@ class MnemostoreStore(BaseStore):
             self._fields = [(path, path if path == "$" else tokenize_path(path))
                             for path in index.get("fields") or ["$"]]
             self._model = (embed if isinstance(embed, str) else None) or store.params.embedding_model or "unnamed"
+            problem = check_text(self._model)  # every record's `model` (`records_for` builds them unvalidated)
+            if problem is not None:
+                raise ValidationError.one("index.embed", f"model name {self._model!r} {problem}")
 
     def _check_vectors(self, dims: Any) -> int:
         if type(dims) is not int or dims < 1:
@@ -141,7 +145,7 @@ class MnemostoreStore(BaseStore):
                 return [None]
         plan = self._plan(ops)
         embeddings = self.embeddings
-        documents: dict[str, list[float]] = {}
+        documents: dict[str, Vector] = {}
         queries: dict[str, list[float]] = {}
         if embeddings is not None:
             documents = self._vectors(plan.documents(), embeddings.embed_documents)
@@ -153,7 +157,7 @@ class MnemostoreStore(BaseStore):
         plan = self._plan(ops)
         plan.own_values()
         embeddings = self.embeddings
-        documents: dict[str, list[float]] = {}
+        documents: dict[str, Vector] = {}
         queries: dict[str, list[float]] = {}
         if embeddings is not None:
             texts = plan.documents()
@@ -217,7 +221,9 @@ class MnemostoreStore(BaseStore):
         return [text for _, tokens in paths for text in get_text_at_path(value, tokens)]
 
     def _vectors(self, texts: list[str], embed: Callable[[list[str]], list[list[float]]] | None,
-                 vectors: Sequence[Sequence[float]] | None = None) -> dict[str, list[float]]:
+                 vectors: Sequence[Sequence[float]] | None = None) -> dict[str, Vector]:
+        """Each text's vector, validated once (`as_vector`: finite float32 of the index's dimension), so
+        records are built from it without a second check, and texts shared by items convert once."""
         if not texts:
             return {}
         if vectors is None:
@@ -229,9 +235,9 @@ class MnemostoreStore(BaseStore):
             if len(vector) != self._dims:
                 raise ValidationError.one(
                     "index.embed", f"returned a {len(vector)}-dimensional vector, but index['dims'] is {self._dims}")
-        return {text: list(vector) for text, vector in zip(texts, vectors, strict=True)}
+        return {text: as_vector(vector, "index.embed", self._dims) for text, vector in zip(texts, vectors, strict=True)}
 
-    async def _run(self, store: AsyncStore, plan: _Plan, documents: dict[str, list[float]],
+    async def _run(self, store: AsyncStore, plan: _Plan, documents: dict[str, Vector],
                    queries: dict[str, list[float]]) -> list[Result]:
         results: list[Result] = [None] * len(plan.ops)
         gets = [(i, op) for i, op in enumerate(plan.ops) if isinstance(op, GetOp)]
@@ -422,7 +428,7 @@ class MnemostoreStore(BaseStore):
         return sorted(found)[op.offset:op.offset + op.limit]
 
     # writing ------------------------------------------------------------------------------
-    async def _write(self, store: AsyncStore, plan: _Plan, documents: dict[str, list[float]]) -> None:
+    async def _write(self, store: AsyncStore, plan: _Plan, documents: dict[str, Vector]) -> None:
         """Deletes, then puts, each one store call per chunk, with no read first: the store keeps a
         replaced item's `created_at` (`keep_created`). A deleted item's shards go with it; a put's old
         shards are deleted first only where this store's index can give an item several vectors (a

@@ -24,6 +24,7 @@ from langgraph.store.base import Item, SearchItem
 from ...core.codec import trusted_record
 from ...core.errors import ConfigError, ValidationError
 from ...core.jsonvalues import check_text
+from ...core.vectors import Vector
 from ...kinds.langgraph_ids import ITEM_MARK as ITEM_MARK
 from ...kinds.langgraph_ids import SHARD_MARK as SHARD_MARK
 from ...kinds.langgraph_ids import decode_namespace as decode_namespace
@@ -95,11 +96,12 @@ def check_namespace(scope: str, namespace: tuple[str, ...]) -> None:
         raise ValidationError.one("namespace", f"{tuple(namespace)!r} {problem}")
 
 
-def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
-                vectors: Sequence[Any], model: str, created_at: datetime, updated_at: datetime) -> list[LangGraphItem]:
-    """The item's record (with its first vector) and one shard per further vector. The key, namespace
-    and value were checked (`check_key`, `check_namespace`, the value's JSON check): an item without
-    vectors is built from them as validation would build it, without pydantic's pass."""
+def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any], vectors: Sequence[Vector],
+                model: str, created_at: datetime, updated_at: datetime) -> list[LangGraphItem]:
+    """The item's record (with its first vector) and one shard per further vector, built as validation
+    would build them, without pydantic's pass: the key, namespace, value and model were checked
+    (`check_key`, `check_namespace`, the value's JSON check, the model's text) and each vector is a
+    validated one (`vectors.as_vector`: float32, finite, the index's dimension)."""
     encoded = encode_namespace(namespace)
     ident = item_id(scope, namespace, key)
     if not vectors:
@@ -107,16 +109,11 @@ def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[st
             "id": ident, "tenant_id": None, "agent": None, "project_id": None, "created_at": created_at,
             "updated_at": updated_at, "metadata": value, "embedding": None, "namespace": item_root(scope) + encoded,
             "key": key, "model": ""})]
-    common: dict[str, Any] = {"key": key, "metadata": value, "created_at": created_at, "updated_at": updated_at}
-    try:
-        records = [LangGraphItem(id=ident, namespace=item_root(scope) + encoded, model=model,
-                                 embedding=vectors[0], **common)]
-        records += [LangGraphItem(id=f"{ident}{SHARD_MARK}{n}", namespace=shard_root(scope) + encoded, model=model,
-                                  embedding=vector, **common) for n, vector in enumerate(vectors[1:], start=1)]
-    except ValidationError as exc:
-        raise ValidationError([(field.replace("metadata", "value", 1), message) for field, message in exc.errors]
-                              ) from None
-    return records
+    return [trusted_record(LangGraphItem, {  # type: ignore[misc]
+        "id": ident if n == 0 else f"{ident}{SHARD_MARK}{n}", "tenant_id": None, "agent": None, "project_id": None,
+        "created_at": created_at, "updated_at": updated_at, "metadata": value, "embedding": vector,
+        "namespace": (item_root(scope) if n == 0 else shard_root(scope)) + encoded, "key": key, "model": model})
+        for n, vector in enumerate(vectors)]
 
 
 def where_it_lives(record: LangGraphItem) -> tuple[tuple[str, ...], str]:
