@@ -198,7 +198,7 @@ class MnemostoreStore(BaseStore):
         validate_op_namespace(op)
         self._check_put(op)
         now = utcnow()
-        records = mapping.records_for(self.scope, op.namespace, op.key, cast(dict[str, Any], op.value), (), "",
+        records = mapping.records_for(self.scope, op.namespace, op.key, cast("dict[str, Any]", op.value), (), "",
                                       now, now)
         bridge = self._bridge
         bridge.run(self._items_in(bridge.driven)._put_built(records, keep_created=True))
@@ -437,14 +437,15 @@ class MnemostoreStore(BaseStore):
         doomed: list[ItemKey] = []
         reindexed: list[ItemKey] = []
         records: list[LangGraphItem] = []
+        texts = plan.texts
         for item_key, op in plan.puts.items():
             if op.value is None:
                 doomed.append(item_key)
                 continue
             if self._may_shard(op.index):
                 reindexed.append(item_key)
-            vectors = [documents[text] for text in plan.texts.get(item_key, [])]
-            value = cast(dict[str, Any], op.value)  # a dict since `_normalised`
+            vectors = [documents[text] for text in texts[item_key]] if item_key in texts else ()
+            value = cast("dict[str, Any]", op.value)  # a dict since `_normalised` (a string: no alias made per item)
             records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
         items = self._items_in(store)
         for start in range(0, len(reindexed), _CHUNK):
