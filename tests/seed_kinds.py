@@ -1,4 +1,4 @@
-"""The kinds mnemostore ships (`mnemostore.kinds.workflow`, `.alma`), registered for a test and
+"""The kinds mnemostore ships (`mnemostore.kinds.workflow`, `.alma`, `.langgraph_items`), registered for a test and
 forgotten after it, so other tests' copies and listings see only the kinds they wrote; and the
 LMDB example as a backend of this process."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import mnemostore
 from mnemostore.core.kinds import kinds
-from mnemostore.kinds import alma, workflow
+from mnemostore.kinds import alma, langgraph_items, workflow
 
 EXAMPLE_SRC = Path(__file__).parent.parent / "examples" / "mnemostore-lmdb" / "src"
-SEEDS = (*workflow.KINDS, *alma.KINDS)
+SEEDS = (*workflow.KINDS, *alma.KINDS, *langgraph_items.KINDS)
 
 for _cls in SEEDS:  # imported (so registered) above: forgotten until a test asks for them
     kinds.unregister(_cls.kind)
@@ -31,6 +31,12 @@ def seed_kinds() -> Iterator[None]:
     finally:
         for cls in SEEDS:
             kinds.unregister(cls.kind)
+
+
+def forget_the_items_kind() -> None:
+    """Forget LangGraph's store item kind, which `MnemostoreStore` registers (again) when built: modules that
+    build them call this after each test, so other modules' copies and listings do not see it."""
+    kinds.unregister(langgraph_items.LangGraphItem.kind)
 
 
 @contextmanager

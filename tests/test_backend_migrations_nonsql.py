@@ -25,13 +25,16 @@ from mnemostore.core.store import open_backend
 from mnemostore.migrations import Runner, rename_metadata_key
 from mnemostore.migrations.ledger import Ledger, whoami
 from mnemostore.migrations.locking import LOCK_KEY, LockInfo, MetaLock, MigrationLock, holding
-from mnemostore.migrations.state_hashes import STATE_HASH_MIGRATION_ID
+from mnemostore.migrations.plan import library_migrations
 
 __all__ = ["chroma_server"]
 
 LEGACY = Path(__file__).parent / "fixtures" / "legacy" / "layout1"
 QDRANT_SERVER = os.environ.get("MNEMOSTORE_TEST_QDRANT_URL")
 RENAME = rename_metadata_key("app.0001_rename_team", "team", "squad")
+
+LIBRARY = [m.id for m in library_migrations()]
+"""mnemostore's own record migrations, in every store's history after the layout steps."""
 
 
 def legacy_url(name: str, root: Path) -> str:
@@ -47,7 +50,7 @@ def test_pre_ledger_store_opens_gets_a_ledger_and_reads_back(name: str, tmp_path
     for tenant in expected["tenants"]:
         with mnemostore.open(url, tenant=tenant) as store:
             ledger = Runner(store.backend).status()
-            assert [(e.id, e.how) for e in ledger.applied] == [(STATE_HASH_MIGRATION_ID, "applied")]
+            assert [(e.id, e.how) for e in ledger.applied] == [(id, "applied") for id in LIBRARY]
             assert {"dimension": store.params.dimension, "metric": store.params.metric} == expected["params"]
             found = [{"kind": kind, "record": r.model_dump(mode="json")}
                      for kind in KINDS for r in store.collection(kind).all()]
@@ -104,7 +107,7 @@ def test_record_migration_applied_on_open_across_tenants(mode: str, tmp_path: Pa
     write_teams(url)
     with mnemostore.open(url, migrations=[RENAME]) as store:
         assert sorted(store.backend.tenants("outcome"), key=lambda t: t or "") == [None, "acme"]
-        assert [e.id for e in Runner(store.backend, [RENAME]).status().applied] == [STATE_HASH_MIGRATION_ID, RENAME.id]
+        assert [e.id for e in Runner(store.backend, [RENAME]).status().applied] == [*LIBRARY, RENAME.id]
         assert store.backend.read_meta("migration_progress") is None
         check_renamed(store, "core")
     with mnemostore.open(url, tenant="acme", migrations=[RENAME]) as store:
@@ -197,7 +200,7 @@ def server_backends(chroma_server: ChromaTestServer) -> Iterator[tuple[str, Back
 
 def test_chroma_server_record_migration_through_the_runner(server_backends: tuple[str, Backend, Backend]) -> None:
     url, backend, _ = server_backends
-    assert Ledger.read(backend).ids == [STATE_HASH_MIGRATION_ID]  # mnemostore's own, recorded on a new store
+    assert Ledger.read(backend).ids == LIBRARY  # mnemostore's own, recorded on a new store
     write_teams(url)
     with pytest.raises(PendingMigrations, match="mnemostore migrate up"):
         mnemostore.open(url, migrations=[RENAME])

@@ -22,7 +22,7 @@ DEMO_COUNTS = {"outcome": 5, "heuristic": 6, "anti_pattern": 3, "checkpoint": 5,
                "workflow_outcome": 3}
 """What the demo writes."""
 EXPECTED_COUNTS = {**DEMO_COUNTS, "artifact_ref": 0, "user_preference": 0, "domain_knowledge": 0,
-                   "session_handoff": 0}
+                   "session_handoff": 0, "langgraph_item": 0}
 """`info` in this process, which knows every shipped kind (`seeds`)."""
 
 
@@ -273,7 +273,7 @@ def test_info_shows_the_ledgers_newest_layout_step(tmp_path: Path, capsys: pytes
     url = f"sqlite:///{tmp_path / 'versioned.db'}"
     mnemostore.open(url).close()
     info = json.loads(run_cli(capsys, "info", "--json", url)[1])
-    assert info["schema_version"] == f"{HISTORY[-1].id} ({len(HISTORY) + 1} migration(s) applied)"  # + state hash
+    assert info["schema_version"] == f"{HISTORY[-1].id} ({len(HISTORY) + 2} migration(s) applied)"  # + library
 
 
 def test_the_readme_set_up_lines_install_what_each_needs_and_ci_runs_the_second() -> None:

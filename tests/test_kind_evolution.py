@@ -9,11 +9,13 @@ import json
 import sqlite3
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from tests.postgres_server import postgres_server
 from tests.test_cli import run_cli
 
 import mnemostore
@@ -22,6 +24,8 @@ from mnemostore.core.declarations import stored_declarations
 from mnemostore.core.kinds import kinds
 from mnemostore.core.store import open_backend
 from mnemostore.migrations import RecordMigration, Runner
+
+__all__ = ["postgres_server"]
 
 VERSIONS = {
     "v1": """
@@ -42,6 +46,11 @@ VERSIONS = {
     """,
     "removed": """
         filterable: ClassVar[dict[str, type]] = {"topic": str}
+    """,
+    "unordered": """
+        filterable: ClassVar[dict[str, type]] = {"topic": str, "stars": int}
+        incrementable: ClassVar[frozenset[str]] = frozenset({"stars"})
+        default_order_index: ClassVar[bool] = False
     """,
     "required": """
         filterable: ClassVar[dict[str, type]] = {"topic": str, "stars": int, "level": int}
@@ -240,3 +249,64 @@ def test_a_copy_of_every_kind_refuses_a_kind_this_process_does_not_know(
     with mnemostore.open(f"sqlite:///{tmp_path / 'copy2.db'}") as store:
         assert store.collection("jot").count() == 2
         assert stored_declarations(store.backend)["jot"].filterable == {"topic": "str", "stars": "int"}
+
+
+def _indexes(url: str) -> set[str]:
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+        return {name for name, in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = "
+                                               "'mnemo_jot' AND sql IS NOT NULL")}
+
+
+def test_the_default_order_index_is_declared_off_and_on_as_a_layout_step(app: Path, url: str, tmp_path: Path) -> None:
+    """`default_order_index = False` leaves out the (created_at, id) index: at a new kind's first write,
+    and on a stored kind through `migrate up`, which puts it back when the declaration turns it on
+    again; queries in the default order stay right either way."""
+    assert "mnemo_jot__created_at_id" in _indexes(url)
+    declare(app, "unordered")
+    with pytest.raises(KindChanged, match=r"index \('created_at', 'id'\) dropped"):
+        mnemostore.open(url)
+    with mnemostore.open(url, migrate="auto") as store:
+        store.collection("jot").add(id="c", topic="z")
+        assert [j.id for j in store.collection("jot").all()] == ["a", "b", "c"]
+        assert [j.id for j in store.collection("jot").all(order_by="-created_at")] == ["c", "b", "a"]
+    assert "mnemo_jot__created_at_id" not in _indexes(url)
+    backend = open_backend(url)
+    try:
+        assert stored_declarations(backend)["jot"].default_order_index is False
+    finally:
+        backend.close()
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    with mnemostore.open(fresh) as store:
+        store.collection("jot").add(id="a", topic="x")
+    assert not any("created_at" in name for name in _indexes(fresh))
+    declare(app, "v1")
+    with pytest.raises(KindChanged, match=r"index \('created_at', 'id'\) added"):
+        mnemostore.open(url)
+    with mnemostore.open(url, migrate="auto") as store:
+        assert [j.id for j in store.collection("jot").all()] == ["a", "b", "c"]
+    assert "mnemo_jot__created_at_id" in _indexes(url)
+
+
+def test_the_default_order_index_step_on_postgres(app: Path, request: pytest.FixtureRequest) -> None:
+    """The same step on PostgreSQL: its (tenant, created_at, id) index goes and comes back."""
+    import psycopg
+
+    server = request.getfixturevalue("postgres_server")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+
+    def created_index() -> bool:
+        with psycopg.connect(server.base_url) as conn:
+            return any("created_at" in row[0] for row in conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename LIKE %s", (schema, "%jot")))
+
+    with mnemostore.open(server.url(schema)) as store:
+        store.collection("jot").put([{"id": "a", "topic": "x"}, {"id": "b", "topic": "y"}])
+    assert created_index()
+    declare(app, "unordered")
+    with mnemostore.open(server.url(schema), migrate="auto") as store:
+        assert [j.id for j in store.collection("jot").all()] == ["a", "b"]
+    assert not created_index()
+    declare(app, "v1")
+    with mnemostore.open(server.url(schema), migrate="auto") as store:
+        assert [j.id for j in store.collection("jot").all(order_by="-created_at")] == ["b", "a"]
+    assert created_index()

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import operator
+import subprocess
+import sys
 import threading
 import uuid
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypedDict
 
@@ -18,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
+from tests.seed_kinds import forget_the_items_kind
 
 import mnemostore
 from mnemostore.backends.memory import MemoryBackend
@@ -34,6 +39,20 @@ from mnemostore.integrations.langgraph import MnemostoreStore
 __all__ = ["postgres_server"]
 
 DIMS = 8
+
+
+@pytest.fixture(autouse=True)
+def _items_kind_forgotten() -> Iterator[None]:
+    """`MnemostoreStore` registers its item kind; forgotten after each test (see `forget_the_items_kind`)."""
+    yield
+    forget_the_items_kind()
+
+
+def items(store: mnemostore.Store) -> mnemostore.Collection[Any]:
+    """The collection `MnemostoreStore` keeps its items in (store format 2), its kind registered."""
+    from mnemostore.kinds.langgraph_items import LangGraphItem
+
+    return store.collection(mnemostore.register_kind(LangGraphItem))
 
 
 def embed(texts: Sequence[str]) -> list[list[float]]:
@@ -96,24 +115,24 @@ def test_namespaces_keys_and_values_round_trip(store: mnemostore.Store) -> None:
 
 
 def test_records_follow_the_mapping(store: mnemostore.Store) -> None:
-    """One record per item (value in metadata, key in text); each further vector is a shard, replaced on put."""
+    """One record per item (value in metadata, key in key); each further vector is a shard, replaced on put."""
     lg = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text", "tags[*]"]})
     lg.put(("users", "u/1"), "prefs", {"text": "likes tea", "tags": ["a", "b"]})
     lg.put(("users", "u/1"), "plain", {"text": "no vector"}, index=False)
-    records = {r.id: r for r in store.embeddings.all()}
+    records = {r.id: r for r in items(store).all()}
     assert len(records) == 4  # prefs + 2 shards, plain
-    prefs = next(r for r in records.values() if r.text == "prefs" and "#" not in r.id)
+    prefs = next(r for r in records.values() if r.key == "prefs" and "#" not in r.id)
     assert prefs.namespace == "langgraph:users/u%2F1/" and prefs.metadata == {"text": "likes tea", "tags": ["a", "b"]}
     assert prefs.model == "unnamed" and prefs.embedding is not None
     assert sorted(r.id for r in records.values() if r.namespace.startswith("langgraph#")) == [
         prefs.id + "#1", prefs.id + "#2"]
-    plain = next(r for r in records.values() if r.text == "plain")
+    plain = next(r for r in records.values() if r.key == "plain")
     assert plain.model == "" and plain.embedding is None
 
     lg.put(("users", "u/1"), "prefs", {"text": "likes tea", "tags": ["a"]})  # one shard fewer
-    assert store.embeddings.count() == 3
+    assert items(store).count() == 3
     lg.delete(("users", "u/1"), "prefs")
-    assert [r.text for r in store.embeddings.all()] == ["plain"]
+    assert [r.key for r in items(store).all()] == ["plain"]
 
 
 def test_created_at_is_kept_and_updated_at_moves(store: mnemostore.Store) -> None:
@@ -131,7 +150,7 @@ def test_scopes_share_one_store_without_meeting(store: mnemostore.Store) -> None
     one, two = MnemostoreStore(store, scope="one"), MnemostoreStore(store, scope="two")
     one.put(("a",), "k", {"who": 1})
     two.put(("a",), "k", {"who": 2})
-    store.embeddings.add(namespace="langgraph-lookalike", text="k")  # a record that is not an item
+    items(store).add(namespace="langgraph-lookalike", key="k")  # a record that is not an item
     one_item, two_item = one.get(("a",), "k"), two.get(("a",), "k")
     assert one_item is not None and one_item.value == {"who": 1}
     assert two_item is not None and two_item.value == {"who": 2}
@@ -228,7 +247,7 @@ def compare(store: mnemostore.Store, build: Callable[[Callable[[Any], Any]], Any
     @settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(operations)
     def run(ops: list[tuple[Any, ...]]) -> None:
-        store.embeddings.delete(where={})  # the memory backends scan every record on each query
+        items(store).delete(where={})  # the memory backends scan every record on each query
         scope = f"p{next(_SCOPES)}"
         ours = build(lambda over: MnemostoreStore(over, index=INDEX, scope=scope))
         ref = InMemoryStore(index=INDEX)
@@ -382,7 +401,114 @@ def test_a_shard_stands_for_its_item_only_as_its_last_put_left_it(store: mnemost
     assert [(x.key, x.value["text"], x.created_at) for x in found] == [("k", "sky", first.created_at)]
     assert found[0].score == pytest.approx(sky, abs=1e-5)
     several.delete(("a",), "k")
-    assert store.embeddings.count() == 0
+    assert items(store).count() == 0
+
+
+def format_1_records(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
+                     texts: Sequence[str], created_at: datetime) -> list[Any]:
+    """An item as store format 1 wrote it: an `Embedding` (the key in `text`) and a shard per further vector."""
+    from mnemostore.core.records import Embedding
+    from mnemostore.integrations.langgraph import store_mapping as m
+
+    ident, encoded = m.item_id(scope, namespace, key), m.encode_namespace(namespace)
+    vectors = embed(list(texts))
+    common: dict[str, Any] = {"text": key, "metadata": value, "created_at": created_at, "updated_at": created_at,
+                              "model": "unnamed" if vectors else ""}
+    return [Embedding(id=ident, namespace=m.item_root(scope) + encoded, embedding=vectors[0] if vectors else None,
+                      **common),
+            *(Embedding(id=f"{ident}#{n}", namespace=m.shard_root(scope) + encoded, embedding=vector, **common)
+              for n, vector in enumerate(vectors[1:], start=1))]
+
+
+def test_a_format_1_store_moves_its_items_in_a_resumable_migration(store: mnemostore.Store, url: str) -> None:
+    """Items format 1 kept as `Embedding`s move to the item kind in `mnemostore.0002_langgraph_item_kind`:
+    a store left by older code refuses to open until migrated (when asked); an interrupted run resumes
+    (an item an interrupted run already put is left as it is); items then read back, rank and list as
+    before and keep their `created_at`; other embeddings (a look-alike, an item-like record whose id is
+    not its item id) stay; `down` moves the items back as they were."""
+    from mnemostore.kinds.langgraph_ids import item_id
+    from mnemostore.migrations.langgraph_items import (
+        LANGGRAPH_ITEMS_MIGRATION,
+        LANGGRAPH_ITEMS_MIGRATION_ID,
+        _to_item,
+    )
+    from mnemostore.migrations.ledger import LEDGER_KEY, Ledger, LedgerEntry
+    from mnemostore.migrations.progress import Silent
+    from mnemostore.migrations.records import run_moves
+    from mnemostore.migrations.runner import Runner
+    from mnemostore.testing.clauses.migrations import Interrupted, InterruptedAfterOneBatch
+
+    then = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    stored = [*format_1_records("langgraph", ("users", "u/1"), "prefs", {"text": "red", "tags": ["blue"], "n": 1},
+                                ["red", "blue"], then),
+              *format_1_records("langgraph", ("users", "u2"), "plain", {"text": "none", "n": 2}, [], then),
+              *format_1_records("langgraph", ("users", "u2"), "carried", {"text": "old", "n": 3}, [], then),
+              *format_1_records("other", ("users",), "k", {"n": 4}, [], then)]
+    store.embeddings.put(stored)
+    store.embeddings.add(id="app", namespace="langgraph-lookalike", text="k")  # not an item
+    store.embeddings.add(id="langgraph:", namespace="langgraph:users/", text="k")  # not its item id
+    carried, = format_1_records("langgraph", ("users", "u2"), "carried", {"text": "new", "n": 3}, [], then)
+    items(store).put([_to_item(carried)])  # what a crashed run put before deleting its batch
+    backend = store.backend
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing(LANGGRAPH_ITEMS_MIGRATION_ID).to_json())
+    forget_the_items_kind()  # a process of the older code never registered it
+    with pytest.raises(mnemostore.PendingMigrations, match=LANGGRAPH_ITEMS_MIGRATION_ID):
+        mnemostore.open(url, migrate="refuse")
+
+    moving = dataclasses.replace(LANGGRAPH_ITEMS_MIGRATION, batch_size=3)  # ids: app, langgraph:, an item, ...
+    with pytest.raises(Interrupted):
+        run_moves(backend, moving, "up", lambda: None, InterruptedAfterOneBatch())
+    assert store.embeddings.count() == 6, "the first batch's one item must have moved"
+    assert run_moves(backend, moving, "up", lambda: None, Silent()) == 4  # resumed after it: the other items
+    assert sorted(r.id for r in store.embeddings.all()) == ["app", "langgraph:"]
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).adding(LedgerEntry.of(LANGGRAPH_ITEMS_MIGRATION)).to_json())
+
+    lg = MnemostoreStore(store, index={"dims": DIMS, "embed": embed, "fields": ["text", "tags[*]"]})
+    prefs = lg.get(("users", "u/1"), "prefs")
+    assert prefs is not None and prefs.value["n"] == 1 and prefs.created_at == then
+    assert {x.key for x in lg.search(("users",), filter={"n": {"$gte": 2}})} == {"carried", "plain"}
+    assert [(x.key, round(x.score or 0, 4)) for x in lg.search(("users",), query="blue", limit=1)] == [("prefs", 1.0)]
+    assert lg.list_namespaces() == [("users", "u/1"), ("users", "u2")]
+    got = lg.get(("users", "u2"), "carried")
+    assert got is not None and got.value["text"] == "new"
+    assert items(store).count() == 5  # prefs, its shard, plain, carried, other's k
+    other = MnemostoreStore(store, scope="other")
+    assert [x.value for x in other.search(())] == [{"n": 4}]
+    lg.put(("users", "u2"), "plain", {"text": "again"})
+    again = lg.get(("users", "u2"), "plain")
+    assert again is not None and again.created_at == then and again.updated_at > then
+
+    assert Runner(backend).down() == [LANGGRAPH_ITEMS_MIGRATION_ID]
+    assert items(store).count() == 0
+    back = {r.id: r for r in store.embeddings.all()}
+    plain_id = item_id("langgraph", ("users", "u2"), "plain")
+    expected = {r.id: r for r in stored if r.id not in (carried.id, plain_id)}
+    assert {id: back[id] for id in expected} == expected
+    assert back[carried.id].metadata == {"text": "new", "n": 3} and back[plain_id].metadata == {"text": "again"}
+    assert back[plain_id].created_at == then and back["app"].text == "k"
+    assert Runner(backend).up() == [LANGGRAPH_ITEMS_MIGRATION_ID] and store.embeddings.count() == 2
+
+
+def test_moving_items_on_open_leaves_no_kind_registered(tmp_path: Path) -> None:
+    """A process that moves a store's items on open (the item kind's module imported for the first time
+    by the move) knows no more kinds after it than before: listings and copies see only what it wrote."""
+    script = f"""
+import mnemostore
+from mnemostore.core.kinds import kind_names
+from mnemostore.core.records import Embedding
+from mnemostore.kinds.langgraph_ids import item_id
+from mnemostore.migrations.ledger import LEDGER_KEY, Ledger
+url = "sqlite:///{tmp_path / 'old.db'}"
+with mnemostore.open(url) as store:
+    store.embeddings.put([Embedding(id=item_id("langgraph", ("a",), "k"), namespace="langgraph:a/", text="k")])
+    backend = store.backend
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing("mnemostore.0002_langgraph_item_kind").to_json())
+with mnemostore.open(url) as store:
+    print(store.embeddings.count(), kind_names())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 ('outcome', 'heuristic', 'anti_pattern', 'checkpoint', 'embedding')"
 
 
 def test_batches_read_before_they_write(store: mnemostore.Store) -> None:
@@ -409,7 +535,7 @@ def test_async_batches(store: mnemostore.Store, url: str, facade: str) -> None:
         assert await lg.alist_namespaces() == [("a",)]
         await lg.adelete(("a",), "k1")
         assert await lg.aget(("a",), "k1") is None
-        assert [r.text for r in store.embeddings.all()] == ["k2"]  # written to the store the fixture opened
+        assert [r.key for r in items(store).all()] == ["k2"]  # written to the store the fixture opened
         if facade == "AsyncStore":
             assert await asyncio.to_thread(lg.get, ("a",), "k2") is not None  # sync, from another thread
             await over.aclose()
@@ -439,7 +565,7 @@ def test_rejections(store: mnemostore.Store) -> None:
         lg.batch([GetOp(("a.b",), "k")])
     lg.put(("a",), "v", {"text": "x"})
     MnemostoreStore(store, index={"dims": DIMS, "embed": embed}).put(("a",), "w", {"x": 1})
-    assert store.embeddings.count() == 2 and store.params.dimension == DIMS
+    assert items(store).count() == 2 and store.params.dimension == DIMS
     with pytest.raises(mnemostore.SchemaMismatch, match="dims"):
         MnemostoreStore(store, index={"dims": DIMS + 1, "embed": embed})
     with pytest.raises(mnemostore.ValidationError, match=r"index\.embed"):
@@ -523,8 +649,10 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
     """A put's record is built without pydantic's pass from parts the store checked: validating its fields
     gives the same record, and what validation refuses the put refuses, naming the field."""
     from mnemostore.core.errors import ValidationError
-    from mnemostore.core.records import Embedding, utcnow
+    from mnemostore.core.records import utcnow
+    from mnemostore.core.vectors import as_vector
     from mnemostore.integrations.langgraph import store_mapping
+    from mnemostore.kinds.langgraph_items import LangGraphItem
 
     with mnemostore.open(f"memory://{uuid.uuid4().hex}") as opened:
         lg = MnemostoreStore(opened)
@@ -533,11 +661,11 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
             ident = store_mapping.item_id("langgraph", namespace, key)
         except TypeError:  # a lone surrogate does not hash: the key or a label is refused before
             ident = "langgraph:x"
-        fields = {"id": ident, "text": key, "metadata": value,
+        fields = {"id": ident, "key": key, "metadata": value,
                   "namespace": store_mapping.item_root("langgraph") + store_mapping.encode_namespace(namespace),
                   "created_at": now, "updated_at": now}
         try:
-            reference: Embedding | None = Embedding(**fields)
+            reference: LangGraphItem | None = LangGraphItem(**fields)
         except ValidationError:
             reference = None
         try:
@@ -549,4 +677,12 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
         assert reference is not None
         built, = store_mapping.records_for("langgraph", tuple(namespace), key, value, [], "", now, now)
         assert built.__dict__ == reference.__dict__
-        assert Embedding(**built.__dict__).__dict__ == built.__dict__
+        assert LangGraphItem(**built.__dict__).__dict__ == built.__dict__
+        vectors = [as_vector([0.5] * DIMS), as_vector([-1.0] * DIMS)]  # an item with a shard
+        item, shard = store_mapping.records_for("langgraph", tuple(namespace), key, value, vectors, "m", now, now)
+        for record, vector in ((item, vectors[0]), (shard, vectors[1])):
+            validated = LangGraphItem(**{**record.__dict__, "embedding": vector.tolist()})
+            assert {**validated.__dict__, "embedding": None} == {**record.__dict__, "embedding": None}
+            assert validated.embedding.tolist() == record.embedding.tolist()
+        assert (item.id, item.namespace, shard.id, shard.namespace) == (
+            ident, fields["namespace"], ident + "#1", store_mapping.shard_root("langgraph") + fields["namespace"][10:])

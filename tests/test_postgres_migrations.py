@@ -37,6 +37,7 @@ from mnemostore.core.protocol import Backend
 from mnemostore.core.records import KINDS, Checkpoint
 from mnemostore.core.store import open_backend
 from mnemostore.migrations import LayoutMigration, Runner
+from mnemostore.migrations.langgraph_items import LANGGRAPH_ITEMS_MIGRATION, LANGGRAPH_ITEMS_MIGRATION_ID
 from mnemostore.migrations.locking import holding
 from mnemostore.migrations.state_hashes import STATE_HASH_MIGRATION, STATE_HASH_MIGRATION_ID
 from mnemostore.testing.factories import make, vectors
@@ -45,7 +46,9 @@ __all__ = ["postgres_server"]
 
 IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs",
        "postgres.0004_zstd_docs", "postgres.0005_payload_column", "postgres.0006_leaner_indexes"]
-ALL = [*IDS, STATE_HASH_MIGRATION_ID]
+ALL = [*IDS, STATE_HASH_MIGRATION_ID, LANGGRAPH_ITEMS_MIGRATION_ID]
+LIBRARY_DOWN = [LANGGRAPH_ITEMS_MIGRATION_ID, STATE_HASH_MIGRATION_ID]
+"""mnemostore's own migrations, newest first (as `down` reverts them)."""
 """The layout history, then mnemostore's own record migration."""
 SCOPE_INDEXES = {f"mnemo_{kind}_{suffix}" for kind in KINDS for suffix in ("agent", "project")}
 PARENT_COLUMN = ("mnemo_checkpoint", "parent_ids", "text[]", "default", False)
@@ -116,7 +119,7 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
         assert [(e.id, e.how, e.transactional) for e in status.applied] == [
             (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True),
             (IDS[3], "applied", True), (IDS[4], "applied", True), (IDS[5], "applied", False),
-            (STATE_HASH_MIGRATION_ID, "applied", False)]
+            (STATE_HASH_MIGRATION_ID, "applied", False), (LANGGRAPH_ITEMS_MIGRATION_ID, "applied", False)]
         assert status.current
     schema = schema_of(url)
     assert layout_version(postgres_server, schema) == 6
@@ -163,7 +166,7 @@ def test_plan_shows_each_steps_sql_and_the_backend_renders_it(postgres_server: P
         with backend_at(postgres_server.url(table_prefix="other_")) as second:
             assert Runner(second).up() == ALL
             applied = Runner(second).status().applied
-            history = (*HISTORY, STATE_HASH_MIGRATION)
+            history = (*HISTORY, STATE_HASH_MIGRATION, LANGGRAPH_ITEMS_MIGRATION)
             assert [(e.id, e.checksum) for e in applied] == [(m.id, m.checksum) for m in history]
             assert second.tenants("outcome") == []
 
@@ -175,6 +178,7 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
     with backend_at(url) as backend:
         runner = Runner(backend)
         assert "mnemo_checkpoint_created" not in {name for name, _ in catalog(postgres_server, schema)[1]}
+        assert runner.down() == [LANGGRAPH_ITEMS_MIGRATION_ID]
         assert runner.down() == [STATE_HASH_MIGRATION_ID]
         assert runner.down() == [IDS[5]]
         assert "mnemo_checkpoint_created" in {name for name, _ in catalog(postgres_server, schema)[1]}
@@ -308,7 +312,8 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
             assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied"),
                                                 (IDS[3], "applied"), (IDS[4], "applied"), (IDS[5], "applied"),
-                                                (STATE_HASH_MIGRATION_ID, "applied")]
+                                                (STATE_HASH_MIGRATION_ID, "applied"),
+                                                (LANGGRAPH_ITEMS_MIGRATION_ID, "applied")]
     assert layout_version(postgres_server, schema) == 6
     after = catalog(postgres_server, schema)
     added_last = {column: n + 1 for n, column in enumerate(ADDED_COLUMNS)}
@@ -439,7 +444,7 @@ def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgr
         assert [c.parent_ids for c in chain] == [[], [chain[0].id], [chain[1].id]]
         assert get_byte0(raw_documents(postgres_server, schema, "checkpoint")[chain[2].id]) != b"{"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[1]) == [STATE_HASH_MIGRATION_ID, IDS[5], IDS[4], IDS[3], IDS[2]]
+        assert Runner(backend).down(IDS[1]) == [*LIBRARY_DOWN, IDS[5], IDS[4], IDS[3], IDS[2]]
     assert layout_version(postgres_server, schema) == 2
     assert PARENT_COLUMN not in catalog(postgres_server, schema)[0]
     docs = raw_documents(postgres_server, schema, "checkpoint")
@@ -469,7 +474,7 @@ def test_layout4_zstd_documents_go_back_to_zlib_for_layout3_and_up_again(postgre
         saved = store.checkpoints.put([Checkpoint(run_id="run", state=big, state_hash="app-given")])[0]
     assert raw_documents(postgres_server, schema, "checkpoint")[saved.id][:4] == b"\x28\xb5\x2f\xfd"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[2]) == [STATE_HASH_MIGRATION_ID, IDS[5], IDS[4], IDS[3]]
+        assert Runner(backend).down(IDS[2]) == [*LIBRARY_DOWN, IDS[5], IDS[4], IDS[3]]
     assert layout_version(postgres_server, schema) == 3
     stored = raw_documents(postgres_server, schema, "checkpoint")[saved.id]
     assert orjson.loads(zlib.decompress(stored))["state"] == big
@@ -500,7 +505,7 @@ def test_layout5_payloads_fold_into_documents_for_layout4_and_move_back(postgres
     assert packed[saved[1].id] == b"\x00" + varied and packed[saved[3].id] is None
     assert all(b"payload" not in inflate(doc) for doc in raw_documents(postgres_server, schema, "checkpoint").values())
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[3]) == [STATE_HASH_MIGRATION_ID, IDS[5], IDS[4]]
+        assert Runner(backend).down(IDS[3]) == [*LIBRARY_DOWN, IDS[5], IDS[4]]
     assert layout_version(postgres_server, schema) == 4
     assert PAYLOAD_COLUMN not in catalog(postgres_server, schema)[0]
     docs = {id: orjson.loads(inflate(doc)) for id, doc in raw_documents(postgres_server, schema, "checkpoint").items()}

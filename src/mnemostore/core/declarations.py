@@ -22,7 +22,7 @@ import orjson
 from pydantic import create_model
 
 from .errors import KindChanged, MigrationError
-from .kinds import kinds
+from .kinds import DEFAULT_ORDER_INDEX, kinds
 from .records import COMMON_FILTERABLE, RECORD_TYPES, Record
 
 if TYPE_CHECKING:
@@ -50,6 +50,9 @@ class Declaration:
     """Bytes fields: SQL backends keep each in a column of its own."""
     source: str = ""
     """`module:qualname` of the class that declared it (for messages; not compared)."""
+    default_order_index: bool = True
+    """Whether backends build the default order's index (recorded only when off, so declarations
+    recorded before it existed read back unchanged)."""
 
     @classmethod
     def of(cls, record_cls: type[Record]) -> Declaration:
@@ -58,21 +61,26 @@ class Declaration:
         own = {name: _TYPE_NAMES[t] for name, t in record_cls.filterable.items() if name not in COMMON_FILTERABLE}
         return cls(record_cls.kind, own, tuple(sorted(record_cls.incrementable)),
                    tuple(tuple(index) for index in record_cls.indexes), binary_fields(record_cls),
-                   f"{record_cls.__module__}:{record_cls.__qualname__}")
+                   f"{record_cls.__module__}:{record_cls.__qualname__}", record_cls.default_order_index)
 
     @classmethod
     def from_json(cls, value: Any) -> Declaration:
         try:
             return cls(value["kind"], dict(value["filterable"]), tuple(value.get("incrementable", ())),
                        tuple(tuple(index) for index in value.get("indexes", ())), tuple(value.get("binary", ())),
-                       str(value.get("source", "")))
+                       str(value.get("source", "")), value.get("default_order_index", True) is not False)
         except (KeyError, TypeError) as exc:
             raise MigrationError(f"this store's declaration of a kind is malformed ({exc}): {value!r:.200}") from None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "filterable": dict(self.filterable), "incrementable": list(self.incrementable),
                 "indexes": [list(index) for index in self.indexes], "binary": list(self.binary),
-                "source": self.source}
+                "source": self.source, **({} if self.default_order_index else {"default_order_index": False})}
+
+    @property
+    def built_indexes(self) -> tuple[tuple[str, ...], ...]:
+        """Every index a backend builds for the kind (`kinds.secondary_indexes`)."""
+        return ((DEFAULT_ORDER_INDEX,) if self.default_order_index else ()) + self.indexes
 
     @property
     def module(self) -> str:
@@ -104,8 +112,8 @@ class KindChange:
         retyped = [f"filterable field {name!r} changed type from {old[name]} to {new[name]}"
                    for name in old if name in new and new[name] != old[name]]
         return cls(stored, declared, {name: kind for name, kind in new.items() if name not in old},
-                   tuple(index for index in declared.indexes if index not in stored.indexes),
-                   tuple(index for index in stored.indexes if index not in declared.indexes),
+                   tuple(index for index in declared.built_indexes if index not in stored.built_indexes),
+                   tuple(index for index in stored.built_indexes if index not in declared.built_indexes),
                    tuple(name for name in declared.binary if name not in stored.binary), tuple(removed), tuple(retyped))
 
     @property
@@ -321,6 +329,7 @@ def standing_in(declaration: Declaration) -> Iterator[str]:
     cls = create_model(f"Unregistered_{declaration.kind}", __base__=Record, **fields)
     cls.kind, cls.filterable = declaration.kind, types
     cls.incrementable, cls.indexes = frozenset(declaration.incrementable), declaration.indexes
+    cls.default_order_index = declaration.default_order_index
     kinds.register(cls)
     try:
         yield declaration.kind

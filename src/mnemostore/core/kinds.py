@@ -121,11 +121,23 @@ def _field_problems(cls: type[Record]) -> list[str]:
     for field in sorted(getattr(cls, "incrementable", ())):
         if {**COMMON_FILTERABLE, **filterable}.get(field) not in (int, float) or field in COMMON_FILTERABLE:
             problems.append(f"incrementable field {field!r} must be a filterable int or float field of the kind")
+    if type(getattr(cls, "default_order_index", True)) is not bool:
+        problems.append("`default_order_index` must be True or False")
     for index in getattr(cls, "indexes", ()):
         if not isinstance(index, tuple) or not index or len(set(index)) != len(index) or any(
                 field not in {**COMMON_FILTERABLE, **filterable} for field in index):
             problems.append(f"index {index!r} must be a tuple of distinct filterable field names")
     return problems
+
+
+DEFAULT_ORDER_INDEX = ("created_at", "id")
+"""The index of the default order, which every kind gets unless it declares `default_order_index = False`."""
+
+
+def secondary_indexes(cls: type[Record]) -> tuple[tuple[str, ...], ...]:
+    """The indexes a backend with secondary indexes builds for a kind (each led by the tenant): the
+    default order's unless the kind turns it off, then the declared ones."""
+    return ((DEFAULT_ORDER_INDEX,) if cls.default_order_index else ()) + cls.indexes
 
 
 def _complete(cls: type[Record]) -> None:

@@ -122,7 +122,12 @@ class Record(BaseModel):
     """Numeric fields `update(..., inc=...)` may increment."""
     indexes: ClassVar[tuple[tuple[str, ...], ...]] = ()
     """Filterable field combinations queried often: a backend with secondary indexes builds one
-    per entry, led by the tenant (every kind also gets `(created_at, id)`, the default order)."""
+    per entry, led by the tenant (every kind also gets `(created_at, id)`, the default order,
+    unless it sets `default_order_index = False`)."""
+    default_order_index: ClassVar[bool] = True
+    """Whether a backend with secondary indexes builds `(created_at, id)` for the default order. A kind
+    read by id (ranges) or by its own indexes turns it off: one index less to update on every write,
+    and a query in the default order sorts the matching records instead."""
     checked_fields: ClassVar[tuple[str, ...]] = ()
     """Fields whose values `_check_values` proves storable (set by `register_kind` for an
     application's kind; the built-in kinds' annotations carry their own bounds)."""

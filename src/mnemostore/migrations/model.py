@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import inspect
 import re
 import textwrap
@@ -32,6 +33,8 @@ LayoutStep = Sequence[str] | Callable[["Backend"], None]
 """SQL statements (run by a SQL backend's `run_layout`) or a function of the open backend."""
 RecordChange = Callable[[Record], Mapping[str, Any] | None]
 """A record's field changes (`{"metadata": {...}}`), or None to leave it as it is."""
+RecordMoveStep = Callable[[Record], Record | None]
+"""A record as the other kind of a `RecordMove` holds it, or None to leave it where it is."""
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
 
@@ -52,7 +55,7 @@ def _describe_const(value: object) -> str:
     return repr(value)
 
 
-def describe_step(step: LayoutStep | RecordChange | None) -> str:
+def describe_step(step: LayoutStep | RecordChange | RecordMoveStep | None) -> str:
     """The normalised content of one step: its statements, or its function's source (a
     partial's function and arguments; a callable object's class)."""
     if step is None:
@@ -159,7 +162,33 @@ class LayoutMigration(Migration):
 
 
 @dataclass(frozen=True)
-class RecordMigration(Migration):
+class RecordStep(Migration):
+    """What record migrations and record moves share: batches of `batch_size`, resumable, never in one
+    transaction; `new_stores=False` for a step no record this code writes needs (a brand-new store
+    records it as applied without reading anything); `locks_out_older=True` to record it in the ledger
+    as a layout step, so an older mnemostore refuses the store (`StoreTooNew`)."""
+
+    batch_size: int = 500
+    new_stores: bool = True
+    locks_out_older: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layer", "records")
+        if type(self.batch_size) is not int or self.batch_size < 1:
+            raise ConfigError(f"record migration {self.id!r}: batch_size must be a positive integer")
+        super().__post_init__()
+
+    @property
+    def ledger_layer(self) -> Layer:
+        return "layout" if self.locks_out_older else self.layer
+
+    @property
+    def transactional(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class RecordMigration(RecordStep):
     """A change to records, written once against the protocol and run on every backend.
 
     `change` maps a record to its field changes (or None); it runs in batches of
@@ -176,12 +205,8 @@ class RecordMigration(Migration):
     change: RecordChange | None = None
     revert: RecordChange | None = None
     parameters: tuple[Any, ...] = ()
-    batch_size: int = 500
-    new_stores: bool = True
-    locks_out_older: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "layer", "records")
         object.__setattr__(self, "kinds", tuple(self.kinds))
         unknown = [kind for kind in self.kinds if not is_kind(kind)]
         if unknown or not self.kinds:
@@ -189,13 +214,7 @@ class RecordMigration(Migration):
                 f"record migration {self.id!r}: unknown kinds {unknown}; known: {', '.join(kind_names())}")
         if self.change is None:
             raise ConfigError(f"record migration {self.id!r} needs a change function")
-        if type(self.batch_size) is not int or self.batch_size < 1:
-            raise ConfigError(f"record migration {self.id!r}: batch_size must be a positive integer")
         super().__post_init__()
-
-    @property
-    def ledger_layer(self) -> Layer:
-        return "layout" if self.locks_out_older else self.layer
 
     def content(self) -> str:
         return (f"records {','.join(self.kinds)} {self.parameters!r}\nchange: {describe_step(self.change)}"
@@ -205,14 +224,58 @@ class RecordMigration(Migration):
     def reversible(self) -> bool:
         return self.revert is not None
 
-    @property
-    def transactional(self) -> bool:
-        return False
-
     def function(self, direction: Direction) -> RecordChange:
         function = self.change if direction == "up" else self.revert
         if function is None:
             raise ConfigError(f"record migration {self.id!r} cannot be reverted")
+        return function
+
+
+@dataclass(frozen=True)
+class RecordMove(RecordStep):
+    """Records moved from one kind to another, written once against the protocol and run on every backend.
+
+    `move` gives a record of `source` as the `target` kind holds it (or None to leave it); `move_back`
+    undoes it. Batches run in id order per tenant, each put into the other kind (leaving one an
+    interrupted run put already) before it is deleted from its own, so a run resumes without losing
+    or doubling anything. `target` names the target kind's class as `module:qualname`: imported and
+    registered for the run only, so planning a move registers no kind. The other fields are
+    `RecordMigration`'s (mnemostore's own moves set `locks_out_older`).
+    """
+
+    source: str = ""
+    target: str = ""
+    move: RecordMoveStep | None = None
+    move_back: RecordMoveStep | None = None
+
+    def __post_init__(self) -> None:
+        if not is_kind(self.source) or self.target.count(":") != 1 or self.move is None:
+            raise ConfigError(f"record move {self.id!r} needs a known source kind, a target kind class as "
+                              "'module:qualname' and a move function")
+        super().__post_init__()
+
+    def content(self) -> str:
+        return (f"move {self.source} -> {self.target}\nmove: {describe_step(self.move)}"
+                f"\nmove back: {describe_step(self.move_back)}")
+
+    @property
+    def reversible(self) -> bool:
+        return self.move_back is not None
+
+    def target_class(self) -> type[Record]:
+        """The target kind's class (its module imported)."""
+        module, qualname = self.target.split(":")
+        found: Any = importlib.import_module(module)
+        for name in qualname.split("."):
+            found = getattr(found, name)
+        if not (isinstance(found, type) and issubclass(found, Record)):
+            raise ConfigError(f"record move {self.id!r}: {self.target} is not a record kind class")
+        return found
+
+    def function(self, direction: Direction) -> RecordMoveStep:
+        function = self.move if direction == "up" else self.move_back
+        if function is None:
+            raise ConfigError(f"record move {self.id!r} cannot be reverted")
         return function
 
 

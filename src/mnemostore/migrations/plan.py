@@ -17,9 +17,10 @@ from .model import LayoutMigration, Migration
 
 def library_migrations() -> tuple[Migration, ...]:
     """mnemostore's own record migrations: part of every store's history, on every backend."""
+    from .langgraph_items import LANGGRAPH_ITEMS_MIGRATION
     from .state_hashes import STATE_HASH_MIGRATION
 
-    return (STATE_HASH_MIGRATION,)
+    return (STATE_HASH_MIGRATION, LANGGRAPH_ITEMS_MIGRATION)
 
 
 def known_migrations(backend_cls: type, extra: Sequence[Migration] = ()) -> list[Migration]:
@@ -32,7 +33,7 @@ def known_migrations(backend_cls: type, extra: Sequence[Migration] = ()) -> list
     found: list[Migration] = []
     for migration in [*library_migrations(), *registry.plugin_migrations(), *extra]:
         if not isinstance(migration, Migration):
-            raise ConfigError(f"not a migration: {migration!r} (use LayoutMigration or RecordMigration)")
+            raise ConfigError(f"not a migration: {migration!r} (use LayoutMigration, RecordMigration or RecordMove)")
         if isinstance(migration, LayoutMigration) and migration.backend != name:
             continue  # another backend's layout
         found.append(migration)

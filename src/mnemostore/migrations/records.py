@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError as PydanticValidationError
 
 from ..core.errors import MigrationError, MnemostoreError, ValidationError
+from ..core.filters import F
 from ..core.records import KINDS, Record, convert_validation_error
 from .ledger import PROGRESS_KEY
-from .model import Direction, RecordChange, RecordMigration, describe_step
+from .model import Direction, RecordChange, RecordMigration, RecordMove, describe_step
 from .progress import Progress
 from .streams import Position, batches, chosen_kinds, kind_count
 
@@ -38,7 +39,8 @@ def changed_record(record: Record, changes: Mapping[str, Any]) -> Record:
 
 def brought_up_to_date(record: Record) -> Record:
     """`record` as mnemostore's own record migrations leave a stored one (`plan.library_migrations`):
-    for records from an older store that enter a current one without being stored first (an archive)."""
+    for records from an older store that enter a current one without being stored first (an archive).
+    Moves to another kind (`RecordMove`) are not made here: the record keeps its kind."""
     from .plan import library_migrations
 
     for migration in library_migrations():
@@ -53,9 +55,7 @@ def run_records(backend: Backend, migration: RecordMigration, direction: Directi
                 keep_alive: Callable[[], None], progress: Progress) -> int:
     """Apply (or revert) `migration` to every record it covers; return how many changed."""
     function = migration.function(direction)
-    positions = dict(backend.read_meta(PROGRESS_KEY) or {})
-    saved = positions.get(migration.id)
-    start = Position.from_json(saved) if isinstance(saved, dict) and saved.get("direction") == direction else None
+    positions, start = _saved_position(backend, migration.id, direction)
     if start is not None and start.kind not in migration.kinds:
         start = None  # the migration's kinds were edited since: start again (its change is idempotent)
     changed_count = 0
@@ -68,14 +68,83 @@ def run_records(backend: Backend, migration: RecordMigration, direction: Directi
             if replaced:
                 backend.put(kind, replaced)
             changed_count += len(replaced)
-            positions[migration.id] = {**Position(kind, tenant, page[-1].id).to_json(), "direction": direction}
-            backend.write_meta(PROGRESS_KEY, positions)
+            _page_done(backend, positions, migration.id, Position(kind, tenant, page[-1].id), direction)
             keep_alive()
             progress.advance(len(page))
         progress.end()
-    positions.pop(migration.id, None)
-    backend.write_meta(PROGRESS_KEY, positions or None)
+    _run_done(backend, positions, migration.id)
     return changed_count
+
+
+def run_moves(backend: Backend, migration: RecordMove, direction: Direction,
+              keep_alive: Callable[[], None], progress: Progress) -> int:
+    """Move the records `migration` moves (or back); return how many moved. Each batch is put into the
+    other kind (leaving a record an interrupted run put there already), then deleted from its own; the
+    position after it is saved, so a run resumes there. The target kind is registered for the run
+    only, and its declaration recorded before its first record (the caller holds the migration lock)."""
+    from ..core.declarations import record_declaration
+    from ..core.kinds import kinds, register_kind
+
+    function = migration.function(direction)
+    known = kinds.applications()  # before the import: importing a kind's module may register it
+    target_cls = migration.target_class()
+    registered = target_cls.kind in known
+    register_kind(target_cls)
+    source, target = (migration.source, target_cls.kind) if direction == "up" else (target_cls.kind, migration.source)
+    moved_count = 0
+    try:
+        positions, start = _saved_position(backend, migration.id, direction)
+        progress.begin(f"{migration.id} {source}", kind_count(backend, source))
+        declared = direction == "down"
+        for tenant, page in batches(backend, source, migration.batch_size, start):
+            moved = [record for record in (_moved(migration, function, r) for r in page) if record is not None]
+            if moved:
+                declared = declared or record_declaration(backend, target_cls)
+                backend.put_missing(target, moved)
+                backend.delete(source, tenant, F.id.in_([record.id for record in moved]))
+            moved_count += len(moved)
+            _page_done(backend, positions, migration.id, Position(source, tenant, page[-1].id), direction)
+            keep_alive()
+            progress.advance(len(page))
+        progress.end()
+    finally:
+        if not registered:
+            kinds.unregister(target_cls.kind)
+    _run_done(backend, positions, migration.id)
+    return moved_count
+
+
+def _saved_position(backend: Backend, migration_id: str,
+                    direction: Direction) -> tuple[dict[str, Any], Position | None]:
+    """Every migration's saved position (the store's metadata), and where this one's run resumes."""
+    positions = dict(backend.read_meta(PROGRESS_KEY) or {})
+    saved = positions.get(migration_id)
+    start = Position.from_json(saved) if isinstance(saved, dict) and saved.get("direction") == direction else None
+    return positions, start
+
+
+def _page_done(backend: Backend, positions: dict[str, Any], migration_id: str, position: Position,
+               direction: Direction) -> None:
+    """Save the position after a finished page: a run resumes after it."""
+    positions[migration_id] = {**position.to_json(), "direction": direction}
+    backend.write_meta(PROGRESS_KEY, positions)
+
+
+def _run_done(backend: Backend, positions: dict[str, Any], migration_id: str) -> None:
+    """Forget a finished run's position."""
+    positions.pop(migration_id, None)
+    backend.write_meta(PROGRESS_KEY, positions or None)
+
+
+def _moved(migration: RecordMove, function: Callable[[Record], Record | None], record: Record) -> Record | None:
+    try:
+        return function(record)
+    except MnemostoreError:
+        raise
+    except Exception as exc:
+        raise MigrationError(f"record move {migration.id!r} on {record.kind} {record.id!r} failed: "
+                             f"{type(exc).__name__}: {exc}; fix it and run `migrate up` again: it resumes after "
+                             "the last finished batch") from exc
 
 
 def _apply(migration: RecordMigration, function: RecordChange, record: Record) -> Record | None:

@@ -20,10 +20,10 @@ from ..core.protocol import PARAMS_KEY
 from .kind_layout import apply_kind_step, kind_steps
 from .ledger import LEDGER_KEY, Ledger, LedgerEntry
 from .locking import LockInfo, MigrationLock, holding
-from .model import Direction, KindMigration, LayoutMigration, Migration, RecordMigration
+from .model import Direction, KindMigration, LayoutMigration, Migration, RecordMigration, RecordMove
 from .plan import Status, compare, known_migrations
 from .progress import Progress, Silent
-from .records import run_records
+from .records import run_moves, run_records
 
 if TYPE_CHECKING:
     from ..core.protocol import Backend
@@ -295,7 +295,7 @@ class Runner:
     def _run(self, migration: Migration, direction: Direction, ledger: Ledger,
              info: LockInfo, new_store: bool = False) -> tuple[Ledger, LockInfo]:
         """Apply or revert one layout or record migration and record it; a record migration that new
-        stores do not need (`RecordMigration.new_stores`) is only recorded on a brand-new store."""
+        stores do not need (`RecordStep.new_stores`) is only recorded on a brand-new store."""
         after = ledger.adding(LedgerEntry.of(migration)) if direction == "up" else ledger.removing(migration.id)
         if isinstance(migration, LayoutMigration):
             try:
@@ -306,13 +306,17 @@ class Runner:
                 raise MigrationError(f"layout migration {migration.id!r} failed ({direction}): "
                                      f"{type(exc).__name__}: {exc}") from exc
         else:
-            assert isinstance(migration, RecordMigration)
+            assert isinstance(migration, RecordMigration | RecordMove)
             holder = [info]
 
             def keep_alive() -> None:
                 holder[0] = self.lock.refresh(holder[0])
 
-            if not (new_store and not migration.new_stores):
+            if new_store and not migration.new_stores:
+                pass
+            elif isinstance(migration, RecordMove):
+                run_moves(self.backend, migration, direction, keep_alive, self.progress)
+            else:
                 run_records(self.backend, migration, direction, keep_alive, self.progress)
             info = holder[0]
             self.backend.write_meta(LEDGER_KEY, after.to_json())

@@ -23,7 +23,7 @@ from psycopg import sql
 from ...core.codec import parse_fields
 from ...core.declarations import backfill_value
 from ...core.errors import BackendError, MigrationError, SchemaMismatch, StoreTooNew
-from ...core.kinds import kind_names
+from ...core.kinds import kind_names, secondary_indexes
 from .layout import COLUMN_TYPES, SCOPE_COLUMNS, SCOPE_PREFIX, KindLayout, decode_doc, layout, offset_column
 
 if TYPE_CHECKING:
@@ -254,7 +254,7 @@ def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind
         table, sql.SQL(", ").join(columns), sql.Identifier(names.vector_schema, "vector"))]
     statements += [sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE EXTERNAL").format(table, sql.Identifier(name))
                    for name in ("doc", *kind_layout.binary)]
-    statements += [index_sql(names, kind_layout, fields) for fields in (("created_at", "id"), *kind_layout.indexes)]
+    statements += [index_sql(names, kind_layout, fields) for fields in secondary_indexes(kind_layout.cls)]
     statements += [index_sql(names, kind_layout, (name,), present=True) for name in sorted(SCOPE_COLUMNS)]
     try:
         with conn.transaction():

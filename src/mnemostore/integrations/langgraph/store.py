@@ -28,14 +28,18 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
 from ...core.capabilities import VECTOR_METRICS, Capability
 from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
-from ...core.jsonvalues import find_json_problem
-from ...core.records import Embedding, utcnow
+from ...core.jsonvalues import check_text, find_json_problem
+from ...core.kinds import register_kind
+from ...core.records import utcnow
 from ...core.shapes import QueryShape
 from ...core.store import Store
+from ...core.vectors import Vector, as_vector
+from ...kinds.langgraph_items import LangGraphItem
 from . import store_filters
 from . import store_mapping as mapping
 from .bridge import Bridge
@@ -78,11 +82,11 @@ class _Selection:
 
     where: Expr | None
     exact: bool
-    keep: Callable[[Embedding], bool]
+    keep: Callable[[LangGraphItem], bool]
 
 
 class MnemostoreStore(BaseStore):
-    """LangGraph store items as mnemostore embedding records (layout: `store_mapping`), on any backend.
+    """LangGraph store items as mnemostore `LangGraphItem` records (layout: `store_mapping`), on any backend.
 
     Prefixes and filters run in the store (and in vector search) as far as its capabilities allow; the
     rest is checked here, never dropped. `index` enables `query` search as in InMemoryStore; `scope`
@@ -94,7 +98,9 @@ class MnemostoreStore(BaseStore):
 
     def __init__(self, store: Store | AsyncStore, *, index: IndexConfig | None = None,
                  scope: str = "langgraph") -> None:
+        register_kind(LangGraphItem)  # registered when its module was imported, unless forgotten since
         self.store = store
+        self._item_collection: tuple[AsyncStore, AsyncCollection[LangGraphItem]] | None = None
         self._bridge = Bridge(store, type(self).__name__)
         self.scope = mapping.check_scope(scope)
         self.index_config: IndexConfig | None = None
@@ -112,6 +118,9 @@ class MnemostoreStore(BaseStore):
             self._fields = [(path, path if path == "$" else tokenize_path(path))
                             for path in index.get("fields") or ["$"]]
             self._model = (embed if isinstance(embed, str) else None) or store.params.embedding_model or "unnamed"
+            problem = check_text(self._model)  # every record's `model` (`records_for` builds them unvalidated)
+            if problem is not None:
+                raise ValidationError.one("index.embed", f"model name {self._model!r} {problem}")
 
     def _check_vectors(self, dims: Any) -> int:
         if type(dims) is not int or dims < 1:
@@ -129,9 +138,14 @@ class MnemostoreStore(BaseStore):
     # batches ------------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops: reads see the store as it was before the batch's writes (as in InMemoryStore)."""
+        if type(ops) is list and len(ops) == 1 and self.embeddings is None:  # `put`'s batch of one
+            op = ops[0]
+            if type(op) is PutOp and type(op.namespace) is tuple and type(op.value) is dict:
+                self._put_plain(op)
+                return [None]
         plan = self._plan(ops)
         embeddings = self.embeddings
-        documents: dict[str, list[float]] = {}
+        documents: dict[str, Vector] = {}
         queries: dict[str, list[float]] = {}
         if embeddings is not None:
             documents = self._vectors(plan.documents(), embeddings.embed_documents)
@@ -143,7 +157,7 @@ class MnemostoreStore(BaseStore):
         plan = self._plan(ops)
         plan.own_values()
         embeddings = self.embeddings
-        documents: dict[str, list[float]] = {}
+        documents: dict[str, Vector] = {}
         queries: dict[str, list[float]] = {}
         if embeddings is not None:
             texts = plan.documents()
@@ -178,6 +192,17 @@ class MnemostoreStore(BaseStore):
                     plan.texts[item_key] = self._texts(dict(op.value), op.index)
         return plan
 
+    def _put_plain(self, op: PutOp) -> None:
+        """One put of a dict value on a store without an index (so no vector, no shard): the checks and
+        the record a batch gives it (`_plan`, `_write`), in one store call without a batch's planning."""
+        validate_op_namespace(op)
+        self._check_put(op)
+        now = utcnow()
+        records = mapping.records_for(self.scope, op.namespace, op.key, cast("dict[str, Any]", op.value), (), "",
+                                      now, now)
+        bridge = self._bridge
+        bridge.run(self._items_in(bridge.driven)._put_built(records, keep_created=True))
+
     def _check_put(self, op: PutOp) -> None:
         if op.ttl is not None:
             raise NotImplementedError(f"TTL is not supported by {type(self).__name__}. "
@@ -196,7 +221,9 @@ class MnemostoreStore(BaseStore):
         return [text for _, tokens in paths for text in get_text_at_path(value, tokens)]
 
     def _vectors(self, texts: list[str], embed: Callable[[list[str]], list[list[float]]] | None,
-                 vectors: Sequence[Sequence[float]] | None = None) -> dict[str, list[float]]:
+                 vectors: Sequence[Sequence[float]] | None = None) -> dict[str, Vector]:
+        """Each text's vector, validated once (`as_vector`: finite float32 of the index's dimension), so
+        records are built from it without a second check, and texts shared by items convert once."""
         if not texts:
             return {}
         if vectors is None:
@@ -208,9 +235,9 @@ class MnemostoreStore(BaseStore):
             if len(vector) != self._dims:
                 raise ValidationError.one(
                     "index.embed", f"returned a {len(vector)}-dimensional vector, but index['dims'] is {self._dims}")
-        return {text: list(vector) for text, vector in zip(texts, vectors, strict=True)}
+        return {text: as_vector(vector, "index.embed", self._dims) for text, vector in zip(texts, vectors, strict=True)}
 
-    async def _run(self, store: AsyncStore, plan: _Plan, documents: dict[str, list[float]],
+    async def _run(self, store: AsyncStore, plan: _Plan, documents: dict[str, Vector],
                    queries: dict[str, list[float]]) -> list[Result]:
         results: list[Result] = [None] * len(plan.ops)
         gets = [(i, op) for i, op in enumerate(plan.ops) if isinstance(op, GetOp)]
@@ -227,14 +254,25 @@ class MnemostoreStore(BaseStore):
             await self._write(store, plan, documents)
         return results
 
+    def _items_in(self, store: AsyncStore) -> AsyncCollection[LangGraphItem]:
+        """The item collection of `store` (the one this class drives, or a loop's twin), looked up again
+        only when the store changes (`AsyncStore.collection` resolves the kind: ~1 us a call). One
+        tuple, so a thread never pairs one store with another's collection."""
+        kept = self._item_collection
+        if kept is not None and kept[0] is store:
+            return kept[1]
+        found: AsyncCollection[LangGraphItem] = store.collection(LangGraphItem)
+        self._item_collection = (store, found)
+        return found
+
     # reading ------------------------------------------------------------------------------
-    async def _records(self, store: AsyncStore, item_keys: Sequence[ItemKey]) -> dict[ItemKey, Embedding]:
+    async def _records(self, store: AsyncStore, item_keys: Sequence[ItemKey]) -> dict[ItemKey, LangGraphItem]:
         """The records of these items that exist (their own records, not their shards)."""
         ids = {mapping.item_id(self.scope, ns, key): (ns, key) for ns, key in item_keys}
-        found: dict[ItemKey, Embedding] = {}
+        found: dict[ItemKey, LangGraphItem] = {}
         wanted = list(ids)
         for start in range(0, len(wanted), _CHUNK):
-            for record in await store.embeddings.get_many(wanted[start:start + _CHUNK], vectors=False):
+            for record in await self._items_in(store).get_many(wanted[start:start + _CHUNK], vectors=False):
                 item_key = ids[record.id]
                 if mapping.where_it_lives(record) == item_key:
                     found[item_key] = record
@@ -258,17 +296,18 @@ class MnemostoreStore(BaseStore):
             page += [mapping.to_search_item(record, None) for record in rest]
         return page
 
-    async def _plain(self, store: AsyncStore, op: SearchOp, count: int, *, unvectored: bool = False) -> list[Embedding]:
+    async def _plain(self, store: AsyncStore, op: SearchOp, count: int, *,
+                     unvectored: bool = False) -> list[LangGraphItem]:
         """The first `count` matching items, most recently updated first."""
         if count <= 0:
             return []
+        items = self._items_in(store)
         shape = self._plain_shape(store, op, unvectored)
         if shape is not None:
-            return await store.embeddings.fetch(shape, {}, limit=count, vectors=False)
+            return await items.fetch(shape, {}, limit=count, vectors=False)
         chosen = self._select(store, [mapping.item_root(self.scope)], op, pushed=True, unvectored=unvectored)
-        kept: list[Embedding] = []
-        rows = store.embeddings.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK),
-                                        vectors=False)
+        kept: list[LangGraphItem] = []
+        rows = items.iterate(chosen.where, order_by=_ORDER, batch_size=min(max(count, 100), _CHUNK), vectors=False)
         async with aclosing(rows):
             async for record in rows:
                 if chosen.keep(record):
@@ -291,21 +330,21 @@ class MnemostoreStore(BaseStore):
         if len(shapes) >= _SHAPES_KEPT:
             shapes.clear()
         found = shapes[key] = None if not chosen.exact or chosen.where is None else \
-            QueryShape(Embedding, chosen.where, order_by=_ORDER)
+            QueryShape(LangGraphItem, chosen.where, order_by=_ORDER)
         return found
 
     async def _nearest(self, store: AsyncStore, op: SearchOp, query: list[float],
-                       count: int) -> list[tuple[Embedding, float]]:
+                       count: int) -> list[tuple[LangGraphItem, float]]:
         """The best `count` items by their best vector, best first: k grows until enough distinct items match."""
         pushed = Capability.VECTOR_FILTERED in store.capabilities
         chosen = self._select(store, [mapping.item_root(self.scope), mapping.shard_root(self.scope)], op, pushed=pushed)
         k = count
         while True:
-            hits = await store.embeddings.search(query, k, where=chosen.where, vectors=False)
+            hits = await self._items_in(store).search(query, k, where=chosen.where, vectors=False)
             owners = await self._owners(store, [hit.record.id for hit in hits])
-            best: dict[str, tuple[Embedding, float]] = {}
+            best: dict[str, tuple[LangGraphItem, float]] = {}
             for hit in hits:
-                record: Embedding = hit.record  # type: ignore[assignment]
+                record: LangGraphItem = hit.record  # type: ignore[assignment]
                 owner = mapping.owner_id(record.id)
                 if owner != record.id:  # a shard stands for its item as last put, if that put wrote it
                     item = owners.get(owner)
@@ -318,14 +357,14 @@ class MnemostoreStore(BaseStore):
                 return list(best.values())[:count]
             k *= 2
 
-    async def _owners(self, store: AsyncStore, hit_ids: list[str]) -> dict[str, Embedding]:
+    async def _owners(self, store: AsyncStore, hit_ids: list[str]) -> dict[str, LangGraphItem]:
         """The item records of the shards among `hit_ids`, by id: the truth for the item's value and
         times (a shard first written by a later put has a later `created_at`), and whether the shard
         is current (it was written by the item's last put: same `updated_at`)."""
         ids = list({mapping.owner_id(id): None for id in hit_ids if mapping.SHARD_MARK in id})
         if not ids:
             return {}
-        return {record.id: record for record in await store.embeddings.get_many(ids, vectors=False)}
+        return {record.id: record for record in await self._items_in(store).get_many(ids, vectors=False)}
 
     def _select(self, store: AsyncStore, roots: list[str], op: SearchOp, *, pushed: bool,
                 unvectored: bool = False) -> _Selection:
@@ -334,7 +373,7 @@ class MnemostoreStore(BaseStore):
         starts = [root + mapping.encode_namespace(op.namespace_prefix) for root in roots]
         filter = op.filter
 
-        def keep(record: Embedding) -> bool:
+        def keep(record: LangGraphItem) -> bool:
             return (record.namespace.startswith(tuple(starts)) and (not unvectored or record.model == "")
                     and store_filters.matches(record.metadata, filter))
 
@@ -367,10 +406,11 @@ class MnemostoreStore(BaseStore):
         root = mapping.item_root(self.scope)
         start = root + mapping.encode_namespace(literal)
         found: set[Namespace] = set()
+        items = self._items_in(store)
         if Capability.FILTER_RANGE in store.capabilities:
             above: Expr = F.namespace >= start
-            while (record := await store.embeddings.first(above & (F.namespace < mapping.upper_bound(start)),
-                                                         order_by="namespace", vectors=False)) is not None:
+            while (record := await items.first(above & (F.namespace < mapping.upper_bound(start)),
+                                               order_by="namespace", vectors=False)) is not None:
                 namespace = mapping.decode_namespace(record.namespace[len(root):])
                 above = F.namespace > record.namespace
                 if all(_matches_condition(c, namespace) for c in conditions):
@@ -378,7 +418,7 @@ class MnemostoreStore(BaseStore):
                     if depth is not None and 0 <= depth <= len(namespace):  # skip what truncates to the same
                         above = F.namespace >= mapping.upper_bound(root + mapping.encode_namespace(namespace[:depth]))
         else:
-            async for record in store.embeddings.iterate(None, order_by="namespace", vectors=False):
+            async for record in items.iterate(None, order_by="namespace", vectors=False):
                 if record.namespace.startswith(start):
                     namespace = mapping.decode_namespace(record.namespace[len(root):])
                     if all(_matches_condition(c, namespace) for c in conditions):
@@ -388,7 +428,7 @@ class MnemostoreStore(BaseStore):
         return sorted(found)[op.offset:op.offset + op.limit]
 
     # writing ------------------------------------------------------------------------------
-    async def _write(self, store: AsyncStore, plan: _Plan, documents: dict[str, list[float]]) -> None:
+    async def _write(self, store: AsyncStore, plan: _Plan, documents: dict[str, Vector]) -> None:
         """Deletes, then puts, each one store call per chunk, with no read first: the store keeps a
         replaced item's `created_at` (`keep_created`). A deleted item's shards go with it; a put's old
         shards are deleted first only where this store's index can give an item several vectors (a
@@ -396,24 +436,25 @@ class MnemostoreStore(BaseStore):
         now = utcnow()
         doomed: list[ItemKey] = []
         reindexed: list[ItemKey] = []
-        records: list[Embedding] = []
+        records: list[LangGraphItem] = []
+        texts = plan.texts
         for item_key, op in plan.puts.items():
             if op.value is None:
                 doomed.append(item_key)
                 continue
             if self._may_shard(op.index):
                 reindexed.append(item_key)
-            vectors = [documents[text] for text in plan.texts.get(item_key, [])]
-            value = cast(dict[str, Any], op.value)  # a dict since `_normalised`
+            vectors = [documents[text] for text in texts[item_key]] if item_key in texts else ()
+            value = cast("dict[str, Any]", op.value)  # a dict since `_normalised` (a string: no alias made per item)
             records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
-        embeddings = store.embeddings
+        items = self._items_in(store)
         for start in range(0, len(reindexed), _CHUNK):
-            await embeddings.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
+            await items.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
         for start in range(0, len(doomed), _CHUNK):
             chunk = doomed[start:start + _CHUNK]
             ids = [mapping.item_id(self.scope, ns, key) for ns, key in chunk]
-            await embeddings.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
-        await embeddings._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
+            await items.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
+        await items._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
 
     def _may_shard(self, index: Literal[False] | list[str] | None) -> bool:
         """Whether this store's puts may give an item several vectors (shards): several paths, or a
@@ -432,7 +473,7 @@ def _shards_of(scope: str, item_keys: Sequence[ItemKey]) -> Expr:
     keys: dict[Namespace, list[str]] = {}
     for ns, key in item_keys:
         keys.setdefault(ns, []).append(key)
-    parts = [(F.namespace == mapping.shard_root(scope) + mapping.encode_namespace(ns)) & F.text.in_(names)
+    parts = [(F.namespace == mapping.shard_root(scope) + mapping.encode_namespace(ns)) & F.key.in_(names)
              for ns, names in keys.items()]
     return parts[0] if len(parts) == 1 else Or(tuple(parts))
 

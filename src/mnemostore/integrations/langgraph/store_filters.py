@@ -16,7 +16,7 @@ from typing import Any
 from ...core.errors import ValidationError
 from ...core.filters import Cmp, Expr, F, Field, Not, Or, all_of, bind
 from ...core.jsonvalues import INT64_MAX, INT64_MIN, check_text
-from ...core.records import Embedding
+from ...kinds.langgraph_items import LangGraphItem
 
 _RANGES: dict[str, Callable[[Any, Any], bool]] = {
     "$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
@@ -100,7 +100,7 @@ def push_down(filter: Mapping[str, Any] | None) -> tuple[Expr | None, bool]:
             exact = False
             continue
         try:
-            parts.append(bind(expr, Embedding.filterable))
+            parts.append(bind(expr, LangGraphItem.filterable))
         except (ValidationError, TypeError):
             exact = False
     return all_of(*parts), exact

@@ -1,32 +1,36 @@
-"""How LangGraph store items map onto mnemostore `Embedding` records, reversibly.
+"""How LangGraph store items map onto mnemostore `LangGraphItem` records, reversibly.
 
 An item is one record: `namespace` = the scope, ":" and each label escaped and ended by "/"
-(so a namespace prefix is a string prefix, and ("a", "b") never meets ("a/b",)); `text` = the
+(so a namespace prefix is a string prefix, and ("a", "b") never meets ("a/b",)); `key` = the
 key; `metadata` = the value (filters reach its top-level keys); `embedding` = its first vector;
 `model` = the embedding model, or "" when the item has no vector. The record id is a hash of
 (scope, namespace, key). An item indexed with several texts keeps each further vector in a
-shard record (id `<item id>#<n>`, namespace under "<scope>#", same text and value).
+shard record (id `<item id>#<n>`, namespace under "<scope>#", same key and value).
+
+Store format 1 (before the item kind) kept the same records as `Embedding`s, the key in `text`;
+the record migration `migrations.langgraph_items` carries a store over.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-import orjson
 from langgraph.store.base import Item, SearchItem
 
 from ...core.codec import trusted_record
 from ...core.errors import ConfigError, ValidationError
 from ...core.jsonvalues import check_text
-from ...core.records import Embedding
+from ...core.vectors import Vector
+from ...kinds.langgraph_ids import ITEM_MARK as ITEM_MARK
+from ...kinds.langgraph_ids import SHARD_MARK as SHARD_MARK
+from ...kinds.langgraph_ids import decode_namespace as decode_namespace
+from ...kinds.langgraph_ids import item_id as item_id
+from ...kinds.langgraph_items import LangGraphItem
 
-ITEM_MARK = ":"
-SHARD_MARK = "#"
 _SCOPE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _AFTER_SCOPE = re.compile(f"[{ITEM_MARK}{SHARD_MARK}]")
 _MAX_NAMESPACE = 512
@@ -44,10 +48,6 @@ def _escape(label: str) -> str:
     return label.replace("%", "%25").replace("/", "%2F")
 
 
-def _unescape(label: str) -> str:
-    return label.replace("%2F", "/").replace("%25", "%")
-
-
 def encode_namespace(namespace: Sequence[str]) -> str:
     """Each label escaped and followed by "/": ("a", "b/c") -> "a/b%2Fc/"."""
     return _encoded(namespace if type(namespace) is tuple else tuple(namespace))
@@ -57,12 +57,6 @@ def encode_namespace(namespace: Sequence[str]) -> str:
 def _encoded(namespace: tuple[str, ...]) -> str:
     """`encode_namespace`, once per namespace: an agent writes to a few namespaces over and over."""
     return "".join(_escape(label) + "/" for label in namespace)
-
-
-@lru_cache(maxsize=4096)
-def decode_namespace(encoded: str) -> tuple[str, ...]:
-    """`encode_namespace` undone, once per namespace (every item a search returns decodes its own)."""
-    return tuple(_unescape(label) for label in encoded.split("/")[:-1])
 
 
 def item_root(scope: str) -> str:
@@ -76,11 +70,6 @@ def shard_root(scope: str) -> str:
 def upper_bound(prefix: str) -> str:
     """The least string above every string that starts with `prefix` (which ends in an ASCII mark)."""
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
-
-
-def item_id(scope: str, namespace: Sequence[str], key: str) -> str:
-    digest = hashlib.sha256(orjson.dumps((scope, namespace, key))).hexdigest()[:40]  # a tuple dumps as a list
-    return f"{scope}{ITEM_MARK}{digest}"
 
 
 def owner_id(record_id: str) -> str:
@@ -107,43 +96,39 @@ def check_namespace(scope: str, namespace: tuple[str, ...]) -> None:
         raise ValidationError.one("namespace", f"{tuple(namespace)!r} {problem}")
 
 
-def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any],
-                vectors: Sequence[Any], model: str, created_at: datetime, updated_at: datetime) -> list[Embedding]:
-    """The item's record (with its first vector) and one shard per further vector. The key, namespace
-    and value were checked (`check_key`, `check_namespace`, the value's JSON check): an item without
-    vectors is built from them as validation would build it, without pydantic's pass."""
+def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any], vectors: Sequence[Vector],
+                model: str, created_at: datetime, updated_at: datetime) -> list[LangGraphItem]:
+    """The item's record (with its first vector) and one shard per further vector, built as validation
+    would build them, without pydantic's pass: the key, namespace, value and model were checked
+    (`check_key`, `check_namespace`, the value's JSON check, the model's text) and each vector is a
+    validated one (`vectors.as_vector`: float32, finite, the index's dimension)."""
     encoded = encode_namespace(namespace)
     ident = item_id(scope, namespace, key)
     if not vectors:
-        return [trusted_record(Embedding, {  # type: ignore[list-item]
+        return [trusted_record(LangGraphItem, {  # type: ignore[list-item]
             "id": ident, "tenant_id": None, "agent": None, "project_id": None, "created_at": created_at,
             "updated_at": updated_at, "metadata": value, "embedding": None, "namespace": item_root(scope) + encoded,
-            "text": key, "model": ""})]
-    common: dict[str, Any] = {"text": key, "metadata": value, "created_at": created_at, "updated_at": updated_at}
-    try:
-        records = [Embedding(id=ident, namespace=item_root(scope) + encoded, model=model if vectors else "",
-                             embedding=vectors[0] if vectors else None, **common)]
-        records += [Embedding(id=f"{ident}{SHARD_MARK}{n}", namespace=shard_root(scope) + encoded, model=model,
-                              embedding=vector, **common) for n, vector in enumerate(vectors[1:], start=1)]
-    except ValidationError as exc:
-        raise ValidationError([(field.replace("metadata", "value", 1), message) for field, message in exc.errors]
-                              ) from None
-    return records
+            "key": key, "model": ""})]
+    return [trusted_record(LangGraphItem, {  # type: ignore[misc]
+        "id": ident if n == 0 else f"{ident}{SHARD_MARK}{n}", "tenant_id": None, "agent": None, "project_id": None,
+        "created_at": created_at, "updated_at": updated_at, "metadata": value, "embedding": vector,
+        "namespace": (item_root(scope) if n == 0 else shard_root(scope)) + encoded, "key": key, "model": model})
+        for n, vector in enumerate(vectors)]
 
 
-def where_it_lives(record: Embedding) -> tuple[tuple[str, ...], str]:
+def where_it_lives(record: LangGraphItem) -> tuple[tuple[str, ...], str]:
     """(namespace, key) of an item's record or shard."""
     encoded = _AFTER_SCOPE.split(record.namespace, 1)[1]  # the scope holds neither mark
-    return decode_namespace(encoded), record.text
+    return decode_namespace(encoded), record.key
 
 
-def to_item(record: Embedding) -> Item:
+def to_item(record: LangGraphItem) -> Item:
     namespace, key = where_it_lives(record)
     return Item(value=record.metadata, key=key, namespace=namespace,
                 created_at=record.created_at, updated_at=record.updated_at)
 
 
-def to_search_item(record: Embedding, score: float | None) -> SearchItem:
+def to_search_item(record: LangGraphItem, score: float | None) -> SearchItem:
     namespace, key = where_it_lives(record)
     return SearchItem(namespace=namespace, key=key, value=record.metadata, created_at=record.created_at,
                       updated_at=record.updated_at, score=score)

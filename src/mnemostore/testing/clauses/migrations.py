@@ -29,9 +29,12 @@ from ...core.errors import (
     StoreTooNew,
 )
 from ...core.jsonvalues import dumps_json_document
-from ...core.records import Checkpoint, Record, hash_state
+from ...core.kinds import kinds, register_kind
+from ...core.records import Checkpoint, Embedding, Record, hash_state
 from ...core.store import Store
 from ...core.url import StoreURL
+from ...kinds.langgraph_ids import item_id
+from ...migrations.langgraph_items import LANGGRAPH_ITEMS_MIGRATION_ID
 from ...migrations.ledger import LEDGER_KEY, PROGRESS_KEY, Ledger, LedgerEntry, whoami
 from ...migrations.locking import holding
 from ...migrations.records import add_metadata_default, rename_metadata_key
@@ -151,6 +154,34 @@ def store_of_older_code(stores: Mapping[str | None, Store]) -> None:
         store.checkpoints.put([Checkpoint(id="given", run_id="r", state={"x": 1}, state_hash="app-given")])
     backend = stores[None].backend
     backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing(STATE_HASH_MIGRATION_ID).to_json())
+
+
+def items_of_older_code(stores: Mapping[str | None, Store]) -> dict[str, Embedding]:
+    """LangGraph store items as an older mnemostore kept them (`Embedding`s, the key in `text`; an item
+    with a vector, its shard, one without), an embedding of the application's own beside them in every
+    tenant, and a ledger without the move: the store an older mnemostore leaves. Returns them by id."""
+    matrix = vectors(2, DIMENSION, seed=47)
+    ident = item_id("langgraph", ("users", "u/1"), "prefs")
+    common: dict[str, Any] = {"metadata": {"text": "tea", "n": 1}, "text": "prefs", "model": "m"}
+    written = [Embedding(id=ident, namespace="langgraph:users/u%2F1/", embedding=matrix[0], **common),
+               Embedding(id=f"{ident}#1", namespace="langgraph#users/u%2F1/", embedding=matrix[1], **common),
+               Embedding(id=item_id("langgraph", ("users",), "plain"), namespace="langgraph:users/", text="plain",
+                         metadata={"n": 2}),
+               Embedding(id="own", namespace="langgraph:users/", text="prefs")]  # not its item id: stays
+    for store in stores.values():
+        store.embeddings.put(written)
+    backend = stores[None].backend
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing(LANGGRAPH_ITEMS_MIGRATION_ID).to_json())
+    return {record.id: record for record in stores[None].embeddings.get_many([r.id for r in written])}
+
+
+def stored_items(stores: Mapping[str | None, Store]) -> dict[str | None, tuple[list[Embedding], list[Any]]]:
+    """Each tenant's (embeddings, LangGraph items) by id, the item kind registered to read them."""
+    from ...kinds.langgraph_items import LangGraphItem
+
+    register_kind(LangGraphItem)
+    return {tenant: (store.embeddings.all(order_by="id"), store.collection(LangGraphItem).all(order_by="id"))
+            for tenant, store in stores.items()}
 
 
 def stored_hashes(stores: Mapping[str | None, Store]) -> dict[str | None, dict[str, str]]:
@@ -461,6 +492,50 @@ class MigrationClauses:
         assert Runner(stores[None].backend).down() == [STATE_HASH_MIGRATION_ID]
         assert {tenant: {id: found for id, found in hashes.items() if id in older}
                 for tenant, hashes in stored_hashes(stores).items()} == dict.fromkeys(TENANTS, older)
+
+    @since("1.10")
+    def test_langgraph_items_an_older_mnemostore_kept_as_embeddings_move_to_their_kind_resumably(
+            self, open_store: Callable[..., Store]) -> None:
+        """LangGraph store items an older mnemostore kept as embeddings move to the `langgraph_item` kind
+        (`mnemostore.0002_langgraph_item_kind`): refused on open when asked; an interrupted run resumes;
+        then every item is there with its fields and vector kept, the application's own embedding stays;
+        `down` moves them back as they were."""
+        registered = "langgraph_item" in kinds.applications()
+        try:
+            stores = tenant_stores(open_store)
+            older = items_of_older_code(stores)
+            with pytest.raises(PendingMigrations) as caught:
+                open_store(migrate="refuse")
+            assert LANGGRAPH_ITEMS_MIGRATION_ID in str(caught.value)
+            with pytest.raises(Interrupted):
+                Runner(stores[None].backend, progress=InterruptedAfterOneBatch()).up()
+            assert entries(stores[None], LANGGRAPH_ITEMS_MIGRATION_ID) == [], "an interrupted run was recorded"
+            found = stored_items(stores)
+            assert [len(found[tenant][1]) for tenant in TENANTS] == [3, 0], (
+                "the first tenant's items must have moved and the other tenant's not yet")
+            opened = open_store(migrate="auto")  # resumes after the saved position
+            assert [m.id for m in Runner(opened.backend).status().pending] == []
+            for tenant, (embeddings, items) in stored_items(stores).items():
+                assert [r.id for r in embeddings] == ["own"], f"tenant {tenant!r}: only the own embedding stays"
+                assert len(items) == 3
+                for item in items:
+                    before = {**older[item.id].model_dump(), "tenant_id": tenant}
+                    after = item.model_dump()
+                    assert after.pop("key") == before.pop("text")
+                    assert {k: v for k, v in after.items() if k != "embedding"} == {
+                        k: v for k, v in before.items() if k != "embedding"}, f"{item.id} changed as it moved"
+                    assert (item.embedding is None) == (older[item.id].embedding is None)
+                    if item.embedding is not None:
+                        assert item.embedding.tolist() == pytest.approx(older[item.id].embedding.tolist())
+
+            assert Runner(stores[None].backend).down() == [LANGGRAPH_ITEMS_MIGRATION_ID]
+            for tenant, (embeddings, items) in stored_items(stores).items():
+                assert items == [], f"tenant {tenant!r}: down must move every item back"
+                assert_same_records(embeddings, sorted(
+                    (r.model_copy(update={"tenant_id": tenant}) for r in older.values()), key=lambda r: r.id))
+        finally:
+            if not registered:
+                kinds.unregister("langgraph_item")
 
     @since("1.1")
     def test_a_store_migrated_by_a_newer_mnemostore_is_refused(self, open_store: Callable[..., Store]) -> None:

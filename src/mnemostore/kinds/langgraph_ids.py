@@ -1,0 +1,36 @@
+"""LangGraph store items' identity: record ids and encoded namespaces (`MnemostoreStore`'s layout).
+
+Apart from the item kind (`kinds.langgraph_items`, which registers itself when imported), so what
+only needs an item's identity (the record migration that moves store format 1 over,
+`migrations.langgraph_items`) registers no kind and needs no LangGraph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from functools import lru_cache
+
+import orjson
+
+ITEM_MARK = ":"
+"""Between the scope and an item's encoded namespace."""
+SHARD_MARK = "#"
+"""Between the scope and a shard's encoded namespace, and between an item's id and a shard's number."""
+
+
+def item_id(scope: str, namespace: Sequence[str], key: str) -> str:
+    """An item's record id: the scope and a hash of (scope, namespace, key)."""
+    digest = hashlib.sha256(orjson.dumps((scope, namespace, key))).hexdigest()[:40]  # a tuple dumps as a list
+    return f"{scope}{ITEM_MARK}{digest}"
+
+
+def _unescape(label: str) -> str:
+    return label.replace("%2F", "/").replace("%25", "%")
+
+
+@lru_cache(maxsize=4096)
+def decode_namespace(encoded: str) -> tuple[str, ...]:
+    """An encoded namespace ("a/b%2Fc/") as its labels, once per namespace (every item a search returns
+    decodes its own)."""
+    return tuple(_unescape(label) for label in encoded.split("/")[:-1])
