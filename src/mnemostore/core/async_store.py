@@ -15,7 +15,6 @@ from .async_checkpoints import AsyncCheckpoints
 from .async_collection import AsyncAntiPatterns, AsyncCollection, AsyncHeuristics, AsyncOutcomes
 from .calls import Calls
 from .capabilities import VECTOR_METRICS, Capability
-from .checkpoint_build import build_checkpoint
 from .collection import Where, bind_where
 from .declarations import ensure_declared
 from .errors import ConfigError, SchemaMismatch, StoreClosed, UnsupportedCapability, UnsupportedFilter, ValidationError
@@ -151,7 +150,7 @@ class AsyncStore:
             forget_proven()  # its state may have changed since its validation: its document dumps it again
             record = item
         elif isinstance(item, Mapping):
-            record = build_checkpoint(item) if cls is Checkpoint else cls(**item)
+            record = cls(**item)
         else:
             raise ValidationError.one("", f"expected a {cls.__name__} or a mapping, got {type(item).__name__}")
         if record.tenant_id != self.tenant:
