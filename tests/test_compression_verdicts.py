@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import ClassVar
 
+import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.postgres_server import PostgresTestServer, postgres_server  # noqa: F401 (a fixture)
 
 import mnemostore
 from mnemostore import Record, register_kind
@@ -149,3 +152,22 @@ def test_a_kind_with_two_bytes_fields_keeps_a_verdict_for_each_and_reads_both_ba
         assert [(p.first, p.second) for p in found] == [(p.first, p.second) for p in made]
     finally:
         kinds.unregister("verdict_pair")
+
+
+def test_a_postgres_store_keeps_its_payload_verdicts_and_reads_every_form_back(
+        postgres_server: PostgresTestServer, samples: list[int]) -> None:  # noqa: F811 (the fixture)
+    """Postgres packs payloads with a format byte (`pack_payload`), now with kept verdicts too."""
+    size = 100_000 + 2 * COMPRESS_AT  # a size class no other test writes
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with mnemostore.open(postgres_server.url(schema)) as store:
+        plain = [store.checkpoints.save("run", {"n": n}, parent=None, payload=noise(size, n))
+                 for n in range(2 * RESAMPLE + 1)]
+        assert len(samples) <= 3  # once in RESAMPLE payloads, not once a save
+        packed = [store.checkpoints.save("run", {"n": -n}, parent=None, payload=repetitive(size, n))
+                  for n in range(RESAMPLE + 1)]
+        with psycopg.connect(postgres_server.base_url) as conn:
+            stored = dict(conn.execute(f'SELECT id, payload FROM "{schema}".mnemo_checkpoint').fetchall())
+        assert all(stored[c.id][:1] == bytes((compression.PAYLOAD_PLAIN,)) for c in plain)
+        assert stored[packed[-1].id][:1] == bytes((compression.PAYLOAD_ZSTD,))  # compressing again
+        assert all(len(stored[c.id]) * PAYS_AT <= size for c in packed if stored[c.id][:1] == b"\x01")
+        assert [store.checkpoints[c.id].payload for c in plain + packed] == [c.payload for c in plain + packed]

@@ -19,8 +19,8 @@ shrinks only 4x in 79 µs, which its INSERT wins back (~121 to ~51 µs) but its 
 `PAYS_AT`-fold or more (~4 µs to find out). SQLite (layout 6) stores a payload bare instead
 (`pack_bare_payload`): the format byte cost a 47 KB copy on every write and every read.
 The sample itself costs ~10-15 us; a writer that passes `Verdicts` (SQLite's row encoder, one per kind's
-document and bytes field) keeps its answer per size class and samples again only every `RESAMPLE`th
-payload, so a stream of varied text stops paying for it (see `Verdicts`).
+document and bytes field; Postgres's `KindLayout`, one per bytes field) keeps its answer per size class
+and samples again only every `RESAMPLE`th payload, so a stream of varied text stops paying for it (see `Verdicts`).
 """
 
 from __future__ import annotations
@@ -78,11 +78,16 @@ PAYS_AT = 5.0
 _SAMPLE = 2048
 
 
-def pack_payload(payload: bytes) -> bytes:
-    """Opaque bytes as stored: a format byte, then the bytes, zstd-compressed if that pays (see above)."""
+def pack_payload(payload: bytes, verdicts: Verdicts | None = None) -> bytes:
+    """Opaque bytes as stored: a format byte, then the bytes, zstd-compressed if that pays (see above;
+    `verdicts`: see `Verdicts`)."""
     if len(payload) >= COMPRESS_AT:
         compressor = _codecs()[0]
-        if _pays(compressor, payload, PAYS_AT):
+        if verdicts is not None:
+            compressed = verdicts.packed(compressor, payload, PAYS_AT)
+            if compressed is not None:
+                return bytes((PAYLOAD_ZSTD,)) + compressed
+        elif _pays(compressor, payload, PAYS_AT):
             return bytes((PAYLOAD_ZSTD,)) + bytes(compressor.compress(payload))
     return bytes((PAYLOAD_PLAIN,)) + payload
 

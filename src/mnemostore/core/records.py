@@ -7,7 +7,7 @@ Embeddings are float32 arrays checked with numpy (see `vectors.as_vector`).
 
 from __future__ import annotations
 
-import uuid
+import os
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
@@ -97,7 +97,12 @@ def utcnow() -> datetime:
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """A random UUID4 as 32 hex digits, as `uuid.uuid4().hex` writes it, without building a `UUID`
+    (~1 us instead of ~2-3: every record saved without an id pays it)."""
+    data = bytearray(os.urandom(16))
+    data[6] = data[6] & 0x0F | 0x40  # version 4
+    data[8] = data[8] & 0x3F | 0x80  # RFC 4122 variant
+    return data.hex()
 
 
 Text = Annotated[str, AfterValidator(_text)]

@@ -505,7 +505,7 @@ def update(backend: PostgresBackend, kind: str, tenant: str | None, id: str, set
             params.append(value)
         elif name in kind_layout.binary:
             assignments.append((name, False))
-            params.append(kind_layout.encode_binary(value))
+            params.append(kind_layout.encode_binary(name, value))
         else:
             doc_changes[name] = value
     for name, amount in inc.items():
@@ -540,7 +540,7 @@ def _rewrite_doc(kind_layout: KindLayout, set: Mapping[str, Any], doc_changes: d
         held = data.get(name)
         if type(held) is str and name not in set:  # base64 from before layout 5: move it
             assignments.append((name, False))
-            params.append(kind_layout.encode_binary(from_text(held)))
+            params.append(kind_layout.encode_binary(name, from_text(held)))
     assignments.append(("doc", False))
     params.append(kind_layout.encode_doc(data))
     if "metadata" in doc_changes:
