@@ -54,6 +54,39 @@ def test_the_thread_copies_the_wal_into_the_database_beside_the_writers(
         assert store.outcomes.count() == 600
 
 
+def wal_frames_and_copied(db: Path) -> tuple[int, int]:
+    """(mxFrame, nBackfill) from the WAL-index in the `-shm` file (https://sqlite.org/walformat.html)."""
+    header = Path(f"{db}-shm").read_bytes()[:100]
+    return int.from_bytes(header[16:20], sys.byteorder), int.from_bytes(header[96:100], sys.byteorder)
+
+
+def test_once_the_writers_pause_the_thread_copies_every_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint beside commits leaves their frames behind; when the writers pause, the thread copies
+    the rest, so readers skip the WAL (without the catch-up, the frames after its last wake stay uncopied)."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**40)
+    monkeypatch.setattr(wal_checkpoints, "IDLE", 0.3)
+    db = tmp_path / "store.db"
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        reader = sqlite3.connect(db)  # an old snapshot: the checkpoints beside the writes cannot copy past it
+        for batch in range(60):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            if batch == 10:
+                reader.execute("BEGIN")
+                reader.execute("SELECT count(*) FROM mnemo_outcome").fetchone()
+        time.sleep(0.1)  # the checkpoint of the thread's last wake runs while the reader holds frames back
+        reader.execute("COMMIT")
+        reader.close()
+        frames, copied = wal_frames_and_copied(db)
+        deadline = time.monotonic() + 10
+        while copied < frames and time.monotonic() < deadline:
+            time.sleep(0.01)
+            frames, copied = wal_frames_and_copied(db)
+        assert frames > 0 and copied == frames
+        assert store.outcomes.count() == 240
+
+
 @pytest.mark.parametrize("thread", ["running", "stalled", "no shared memory read"])
 def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str) -> None:
     """Past LIMIT a writer checkpoints itself with the process's writers held back, so SQLite resets
