@@ -150,25 +150,28 @@ class WalCheckpoints:
         try:
             while True:
                 self._wake.wait()
-                self._wake.clear()
-                for _ in range(CATCH_UPS):
+                catch_ups = 0
+                while not self._closed:
+                    self._wake.clear()
                     began = time.monotonic()
-                    if self._closed or (self.checkpoint(conn) and self._last_commit < began):
-                        break  # every frame copied, and none committed since the checkpoint began
-                    if not self._writers_paused():
-                        break
+                    if (self.checkpoint(conn) and self._last_commit < began) or catch_ups == CATCH_UPS:
+                        break  # every frame copied and none committed since it began, or enough tries
+                    if self._writers_paused():
+                        catch_ups += 1
                 if self._closed:
                     return
         finally:
             conn.close()
 
     def _writers_paused(self) -> bool:
-        """Wait until no commit came for `IDLE` seconds; False if the store closed meanwhile."""
+        """Wait until no commit came for `IDLE` seconds (True), or until a writer past `START` wakes the
+        thread or the store closes (False): a long run of commits still gets its checkpoint per `START`."""
         while not self._closed:
             quiet = time.monotonic() - self._last_commit
             if quiet >= IDLE:
                 return True
-            time.sleep(IDLE - quiet)
+            if self._wake.wait(IDLE - quiet):
+                return False
         return False
 
     def checkpoint(self, conn: sqlite3.Connection) -> bool:
