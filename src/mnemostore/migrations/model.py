@@ -16,7 +16,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import CodeType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
 from ..core.errors import ConfigError
 from ..core.kinds import is_kind, kind_names
@@ -168,6 +168,7 @@ class RecordStep(Migration):
     records it as applied without reading anything); `locks_out_older=True` to record it in the ledger
     as a layout step, so an older mnemostore refuses the store (`StoreTooNew`)."""
 
+    noun: ClassVar[str] = "record migration"
     batch_size: int = 500
     new_stores: bool = True
     locks_out_older: bool = False
@@ -175,7 +176,7 @@ class RecordStep(Migration):
     def __post_init__(self) -> None:
         object.__setattr__(self, "layer", "records")
         if type(self.batch_size) is not int or self.batch_size < 1:
-            raise ConfigError(f"record migration {self.id!r}: batch_size must be a positive integer")
+            raise ConfigError(f"{self.noun} {self.id!r}: batch_size must be a positive integer")
         super().__post_init__()
 
     @property
@@ -185,6 +186,25 @@ class RecordStep(Migration):
     @property
     def transactional(self) -> bool:
         return False
+
+    def functions(self) -> tuple[Callable[[Record], Any] | None, Callable[[Record], Any] | None]:
+        """The step's (up, down) record functions; down None if it cannot be reverted."""
+        raise NotImplementedError
+
+    @property
+    def reversible(self) -> bool:
+        return self.functions()[1] is not None
+
+
+_Function = TypeVar("_Function", bound=Callable[[Record], Any])
+
+
+def _chosen(step: RecordStep, up: _Function | None, down: _Function | None, direction: Direction) -> _Function:
+    """`up` or `down` of a record step, refused if the direction has none."""
+    function = up if direction == "up" else down
+    if function is None:
+        raise ConfigError(f"{step.noun} {step.id!r} cannot be reverted")
+    return function
 
 
 @dataclass(frozen=True)
@@ -220,15 +240,11 @@ class RecordMigration(RecordStep):
         return (f"records {','.join(self.kinds)} {self.parameters!r}\nchange: {describe_step(self.change)}"
                 f"\nrevert: {describe_step(self.revert)}")
 
-    @property
-    def reversible(self) -> bool:
-        return self.revert is not None
+    def functions(self) -> tuple[RecordChange | None, RecordChange | None]:
+        return self.change, self.revert
 
     def function(self, direction: Direction) -> RecordChange:
-        function = self.change if direction == "up" else self.revert
-        if function is None:
-            raise ConfigError(f"record migration {self.id!r} cannot be reverted")
-        return function
+        return _chosen(self, self.change, self.revert, direction)
 
 
 @dataclass(frozen=True)
@@ -243,6 +259,7 @@ class RecordMove(RecordStep):
     `RecordMigration`'s (mnemostore's own moves set `locks_out_older`).
     """
 
+    noun: ClassVar[str] = "record move"
     source: str = ""
     target: str = ""
     move: RecordMoveStep | None = None
@@ -258,9 +275,8 @@ class RecordMove(RecordStep):
         return (f"move {self.source} -> {self.target}\nmove: {describe_step(self.move)}"
                 f"\nmove back: {describe_step(self.move_back)}")
 
-    @property
-    def reversible(self) -> bool:
-        return self.move_back is not None
+    def functions(self) -> tuple[RecordMoveStep | None, RecordMoveStep | None]:
+        return self.move, self.move_back
 
     def target_class(self) -> type[Record]:
         """The target kind's class (its module imported)."""
@@ -273,10 +289,7 @@ class RecordMove(RecordStep):
         return found
 
     def function(self, direction: Direction) -> RecordMoveStep:
-        function = self.move if direction == "up" else self.move_back
-        if function is None:
-            raise ConfigError(f"record move {self.id!r} cannot be reverted")
-        return function
+        return _chosen(self, self.move, self.move_back, direction)
 
 
 @dataclass(frozen=True)
