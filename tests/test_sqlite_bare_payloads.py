@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 import zstandard
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import mnemostore
@@ -77,6 +77,7 @@ def columns(path: Path, table: str, column: str) -> dict[str, Any]:
     st.builds(lambda head, tail: head + tail, st.sampled_from([b"\x00", b"\x01", ZSTD_MAGIC, ZSTD_MAGIC[:2]]),
               st.binary(max_size=64)),
     st.builds(lambda part, n: part * n, st.binary(min_size=1, max_size=40), st.integers(1, 400))))
+@example(b"\x00" * COMPRESS_AT)  # a reserved first byte that compresses: stored compressed, not prefixed
 def test_a_bare_payload_reads_back_and_is_the_bytes_themselves_unless_it_begins_as_another_form(
         payload: bytes) -> None:
     stored = pack_bare_payload(payload)
@@ -85,8 +86,8 @@ def test_a_bare_payload_reads_back_and_is_the_bytes_themselves_unless_it_begins_
     assert layout5_read(prefixed_payload(stored)) == payload  # what reverting the layout leaves
     assert prefixed_payload(pack_payload(payload)) == pack_payload(payload)  # a layout 5 row is left as it is
     reserved = payload[:1] in (b"", b"\x00", b"\x01") or payload[:4] == ZSTD_MAGIC
-    if stored[:4] == ZSTD_MAGIC and not reserved:
-        assert len(payload) >= COMPRESS_AT  # compressed: it paid
+    if stored[:4] == ZSTD_MAGIC:  # a prefixed payload begins b"\x00", never as the magic
+        assert len(payload) >= COMPRESS_AT  # compressed: it paid, reserved first byte or not
     else:
         assert stored == (b"\x00" + payload if reserved else payload)
 
