@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -70,8 +71,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (by checkpoint id within a thread and namespace)."""
-        items = self._list(self._reads, config, filter=filter, before=before, limit=limit)
-        return iterate_sync(items, self._bridge.run)
+        pages = self._list(self._reads, config, filter=filter, before=before, limit=limit)
+        return itertools.chain.from_iterable(iterate_sync(pages, self._bridge.run))
 
     def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
@@ -110,9 +111,10 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         async with aclosing(self._list(Reads(self._bridge.awaited()), config, filter=filter, before=before,
-                                       limit=limit)) as items:
-            async for item in items:
-                yield item
+                                       limit=limit)) as pages:
+            async for page in pages:
+                for item in page:
+                    yield item
 
     async def aput(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
@@ -163,7 +165,9 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return self._tuple(record, writes)
 
     async def _list(self, reads: Reads, config: RunnableConfig | None, *, filter: dict[str, Any] | None,
-                    before: RunnableConfig | None, limit: int | None) -> AsyncGenerator[CheckpointTuple, None]:
+                    before: RunnableConfig | None,
+                    limit: int | None) -> AsyncGenerator[builtins.list[CheckpointTuple], None]:
+        """The listed tuples a page at a time (a step of an async generator per page, not per tuple)."""
         if limit is not None and limit <= 0:
             return
         store = reads.store
@@ -189,17 +193,18 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         batch = min(limit or _LIST_PAGE, _LIST_PAGE) if exact else _CHUNK
         remaining = limit
         if thread_id is not None and not checkpoint_id and not wanted and Capability.FILTER_RANGE in store.capabilities:
-            pages: AsyncGenerator[Stored, None] = _thread_pages(reads, thread_id, ns, before_id, batch)
+            chunks = _kept(_thread_pages(reads, thread_id, ns, before_id, batch), keep)
         else:
-            pages = store.checkpoints.iterate(where, order_by="-id", batch_size=batch, vectors=False)
-        async with aclosing(pages) as records:
-            async for chunk in _chunks(records, batch, keep):
-                for item in await self._tuples(reads, chunk):
-                    yield item
-                    if remaining is not None:
-                        remaining -= 1
-                        if remaining == 0:
-                            return
+            chunks = _chunks(store.checkpoints.iterate(where, order_by="-id", batch_size=batch, vectors=False),
+                             batch, keep)
+        async with aclosing(chunks) as pages:
+            async for chunk in pages:
+                tuples = await self._tuples(reads, chunk if remaining is None else chunk[:remaining])
+                yield tuples
+                if remaining is not None:
+                    remaining -= len(tuples)
+                    if remaining == 0:
+                        return
 
     async def _tuples(self, reads: Reads, records: Sequence[Stored]) -> builtins.list[CheckpointTuple]:
         """Checkpoint tuples for these records, with their pending writes fetched in few queries."""
@@ -341,7 +346,7 @@ async def _id_range(reads: Reads, low: str, high: str) -> Sequence[Stored]:
 
 
 async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id: str | None,
-                        batch: int) -> AsyncGenerator[Stored, None]:
+                        batch: int) -> AsyncGenerator[Sequence[Stored], None]:
     """A thread's checkpoints (of one namespace if `ns` is not None), newest first, fetched `batch` at
     a time through the list shapes. A namespace's are read by its id range (`mapping.namespace_range`),
     from below the checkpoint `before_id` if given: one statement a page, in the id index's order."""
@@ -355,8 +360,8 @@ async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id:
         shapes = (_NAMESPACE_LIST, _NAMESPACE_LIST)
     while True:
         page = await reads.fetch(shapes["high" in values], values, limit=batch)
-        for record in page:
-            yield record
+        if page:
+            yield page
         if len(page) < batch:
             return
         values["high"] = page[-1].id
@@ -411,6 +416,16 @@ async def _delete_checkpoints(store: AsyncStore, ids: Sequence[str]) -> None:
 def _pushable(value: Any) -> bool:
     """Metadata values whose equality the store's filters decide as Python does (bool is not 1 there)."""
     return type(value) in (str, int, float)
+
+
+async def _kept(pages: AsyncGenerator[Sequence[_S], None],
+                keep: Callable[[_S], bool]) -> AsyncGenerator[builtins.list[_S], None]:
+    """The pages with the items `keep` accepts (pages left empty skipped)."""
+    async with aclosing(pages):
+        async for page in pages:
+            kept = [item for item in page if keep(item)]
+            if kept:
+                yield kept
 
 
 async def _chunks(items: AsyncIterator[_S], size: int,
