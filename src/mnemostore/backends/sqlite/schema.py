@@ -188,7 +188,19 @@ class Layout:
                         for name, stored in zip(names, row[2:], strict=True)})
             return data
 
-        return decode
+        if len(names) != 1:
+            return decode
+        (name,) = names
+
+        def decode_one(row: Sequence[Any]) -> dict[str, Any]:  # a checkpoint's payload: no dict or loop to make
+            data = document_fields(row[0])
+            if (stored := row[2]) is not None:
+                data[name] = unpack_payload(stored)
+            else:
+                fill(data, {name: None})
+            return data
+
+        return decode_one
 
     def row_encoder(self) -> Callable[[Record], tuple[Any, ...]]:
         """A fast function record -> row values, in `insert_sql` order (tenant first)."""
