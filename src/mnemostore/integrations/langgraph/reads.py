@@ -25,6 +25,9 @@ from .mapping import Stored
 class Reads:
     """The saver's shape reads over an `AsyncStore`'s checkpoint collection (records, without vectors)."""
 
+    page = 25
+    """Checkpoints per page of `list` by id range (as `saver._LIST_PAGE`, which says why not more)."""
+
     def __init__(self, store: AsyncStore) -> None:
         self.store = store
 
@@ -42,6 +45,10 @@ class DocumentReads(Protocol):
 
 class FlatReads(Reads):
     """Shape reads straight from a `DocumentReads` backend (the facade's path where it answers None)."""
+
+    page = 10
+    """In-process statements cost little, and a page's payloads (~47 KB each) are still in the CPU's
+    caches when they are decoded: listing 200 varied checkpoints cost 5% less CPU than in pages of 25."""
 
     def __init__(self, store: AsyncStore, backend: DocumentReads) -> None:
         super().__init__(store)

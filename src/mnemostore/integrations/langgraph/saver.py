@@ -177,7 +177,6 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         checkpoint_id = conf.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
         wanted = dict(filter or {})
-        where, exact = _list_where(store, thread_id, ns, checkpoint_id, before_id, wanted)
 
         def keep(record: Stored) -> bool:
             state = record.state
@@ -190,11 +189,12 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 return all(metadata.get(key) == value for key, value in wanted.items())
             return True
 
-        batch = min(limit or _LIST_PAGE, _LIST_PAGE) if exact else _CHUNK
         remaining = limit
         if thread_id is not None and not checkpoint_id and not wanted and Capability.FILTER_RANGE in store.capabilities:
-            chunks = _kept(_thread_pages(reads, thread_id, ns, before_id, batch), keep)
+            chunks = _thread_pages(reads, thread_id, ns, before_id, min(limit or reads.page, reads.page), keep)
         else:
+            where, exact = _list_where(store, thread_id, ns, checkpoint_id, before_id, wanted)
+            batch = min(limit or _LIST_PAGE, _LIST_PAGE) if exact else _CHUNK
             chunks = _chunks(store.checkpoints.iterate(where, order_by="-id", batch_size=batch, vectors=False),
                              batch, keep)
         async with aclosing(chunks) as pages:
@@ -345,11 +345,12 @@ async def _id_range(reads: Reads, low: str, high: str) -> Sequence[Stored]:
     return await reads.fetch(_IN_RANGE, {"low": low, "high": high})
 
 
-async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id: str | None,
-                        batch: int) -> AsyncGenerator[Sequence[Stored], None]:
-    """A thread's checkpoints (of one namespace if `ns` is not None), newest first, fetched `batch` at
-    a time through the list shapes. A namespace's are read by its id range (`mapping.namespace_range`),
-    from below the checkpoint `before_id` if given: one statement a page, in the id index's order."""
+async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id: str | None, batch: int,
+                        keep: Callable[[Stored], bool]) -> AsyncGenerator[builtins.list[Stored], None]:
+    """A thread's checkpoints (of one namespace if `ns` is not None) that `keep` accepts, newest first,
+    fetched `batch` at a time through the list shapes (pages left empty skipped). A namespace's are read
+    by its id range (`mapping.namespace_range`), from below the checkpoint `before_id` if given: one
+    statement a page, in the id index's order."""
     values = {"run": thread_id}
     shapes = (_THREAD_LIST, _THREAD_LIST_BELOW)  # (without, with) `values["high"]`
     if ns is not None:
@@ -360,8 +361,9 @@ async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id:
         shapes = (_NAMESPACE_LIST, _NAMESPACE_LIST)
     while True:
         page = await reads.fetch(shapes["high" in values], values, limit=batch)
-        if page:
-            yield page
+        kept = [record for record in page if keep(record)]
+        if kept:
+            yield kept
         if len(page) < batch:
             return
         values["high"] = page[-1].id
@@ -416,16 +418,6 @@ async def _delete_checkpoints(store: AsyncStore, ids: Sequence[str]) -> None:
 def _pushable(value: Any) -> bool:
     """Metadata values whose equality the store's filters decide as Python does (bool is not 1 there)."""
     return type(value) in (str, int, float)
-
-
-async def _kept(pages: AsyncGenerator[Sequence[_S], None],
-                keep: Callable[[_S], bool]) -> AsyncGenerator[builtins.list[_S], None]:
-    """The pages with the items `keep` accepts (pages left empty skipped)."""
-    async with aclosing(pages):
-        async for page in pages:
-            kept = [item for item in page if keep(item)]
-            if kept:
-                yield kept
 
 
 async def _chunks(items: AsyncIterator[_S], size: int,
