@@ -104,10 +104,12 @@ def record_decoder(cls: type[Record], columns: tuple[str, ...]) -> RecordDecoder
     (their values passed in that order), made once: a read's hot path looks nothing up per record."""
     datetimes = _datetime_fields(cls)
     in_document = tuple(name for name in binary_fields(cls) if name not in columns)
-    parse_datetime = datetime.fromisoformat
+    loads, parse_datetime = orjson.loads, datetime.fromisoformat
 
     def decode_record(document: bytes | str, vector: bytes | None, values: Sequence[bytes | None]) -> Record:
-        data = document_fields(document)
+        if not isinstance(document, str) and document[:1] != b"{":  # `document_fields`, inlined (a call a record)
+            document = inflate(document)
+        data = loads(document)
         for name in datetimes:
             value = data.get(name)
             if value is not None:
