@@ -107,7 +107,7 @@ def record_decoder(cls: type[Record], columns: tuple[str, ...]) -> RecordDecoder
     loads, parse_datetime = orjson.loads, datetime.fromisoformat
 
     def decode_record(document: bytes | str, vector: bytes | None, values: Sequence[bytes | None]) -> Record:
-        if not isinstance(document, str) and document[:1] != b"{":
+        if not isinstance(document, str) and document[:1] != b"{":  # `document_fields`, inlined (a call a record)
             document = inflate(document)
         data = loads(document)
         for name in datetimes:
@@ -130,11 +130,17 @@ def record_decoder(cls: type[Record], columns: tuple[str, ...]) -> RecordDecoder
     return decode_record
 
 
-def stored_created_at(document: bytes | str) -> datetime:
-    """The `created_at` a document written by `encode_document` holds, without rebuilding its record."""
+def document_fields(document: bytes | str) -> dict[str, Any]:
+    """The fields a document written by `encode_document` holds (inflated first if stored compressed), as
+    JSON gives them: datetimes as text, bytes fields kept in it as base64 text."""
     if not isinstance(document, str) and document[:1] != b"{":
         document = inflate(document)
-    return datetime.fromisoformat(orjson.loads(document)["created_at"])
+    return orjson.loads(document)  # type: ignore[no-any-return]
+
+
+def stored_created_at(document: bytes | str) -> datetime:
+    """The `created_at` a document written by `encode_document` holds, without rebuilding its record."""
+    return datetime.fromisoformat(document_fields(document)["created_at"])
 
 
 def fill_binary(data: dict[str, Any], binary: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from ...core.errors import ConfigError, SchemaMismatch, StoreClosed, StoreTooNew
 from ...core.filters import Expr
 from ...core.kinds import record_type
 from ...core.private_files import create_file, make_directories
-from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent, with_created
+from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent, raising_backend_errors, with_created
 from ...core.records import Checkpoint, Record
 from ...core.shapes import QueryShape
 from ...core.url import StoreURL
@@ -361,11 +361,41 @@ class SQLiteBackend(Backend):
         if prepared is None:
             return []
         layout = prepared.layout
+        compiled = self._shape_select(layout, tenant, shape, values, limit, vectors)
+        if compiled is None:
+            return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
+        return self._select(layout, *compiled, limit, vectors)
+
+    @raising_backend_errors
+    def query_shape_documents(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                              limit: int | None) -> list[dict[str, Any]] | None:
+        """`query_shape`'s records (without vectors) as their stored fields, unvalidated: one dict each,
+        datetimes as RFC 3339 text, bytes fields as bytes (`Layout.document_decoder`). For a hot read
+        that needs a few fields, not records (the LangGraph saver's). None where `query_shape` would
+        take two statements or `query`: the caller then calls that."""
+        prepared = self._kind(kind)
+        if prepared is None:
+            return []
+        layout = prepared.layout
+        compiled = self._shape_select(layout, tenant, shape, values, limit, False)
+        if compiled is None or compiled[0].mode == "seqs":
+            return None
+        select, args = compiled
+        if select.mode == "whole" and limit is not None:
+            args.append(limit)
+        sql, decode = select.sql, layout.document_decoder
+        rows = self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
+        return [decode(row) for row in rows]
+
+    def _shape_select(self, layout: Layout, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                      limit: int | None, vectors: bool) -> tuple[Select, list[Any]] | None:
+        """The shape's compiled `Select` (made on its first call) and its arguments; None for values it
+        cannot bind (nothing is compiled for a call that would not use it)."""
         key = (shape, vectors, limit == 1, limit is None)
         found = self._shapes.get(key)
         if found is None:
-            if not all(map(bindable, values.values())):  # nothing compiled for a call that would not use it
-                return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
+            if not all(map(bindable, values.values())):
+                return None
             if len(self._shapes) >= SHAPES_KEPT:
                 self._shapes.clear()
             condition, params = where_sql(layout, shape.where)
@@ -373,9 +403,7 @@ class SQLiteBackend(Backend):
             found = self._shapes[key] = (select, Binder(params))
         select, binder = found
         args = binder(tenant_key(tenant), values)
-        if args is None:
-            return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
-        return self._select(layout, select, args, limit, vectors)
+        return None if args is None else (select, args)
 
     def _select(self, layout: Layout, select: Select, args: list[Any], limit: int | None,
                 vectors: bool) -> list[Record]:

@@ -175,6 +175,33 @@ class Layout:
         return lambda row: decode(row[0], row[1], [None if stored is None else unpack_payload(stored)
                                                    for stored in row[2:]])
 
+    @cached_property
+    def document_decoder(self) -> Callable[[Sequence[Any]], dict[str, Any]]:
+        """A function row -> the record's stored fields, unvalidated (`codec.document_fields`; bytes fields
+        unpacked, as `row_decoder` gives them), for rows selected with `read_columns(False)`."""
+        names = self.binary
+        document_fields, fill = codec.document_fields, codec.fill_binary
+
+        def decode(row: Sequence[Any]) -> dict[str, Any]:
+            data = document_fields(row[0])
+            fill(data, {name: None if stored is None else unpack_payload(stored)
+                        for name, stored in zip(names, row[2:], strict=True)})
+            return data
+
+        if len(names) != 1:
+            return decode
+        (name,) = names
+
+        def decode_one(row: Sequence[Any]) -> dict[str, Any]:  # a checkpoint's payload: no dict or loop to make
+            data = document_fields(row[0])
+            if (stored := row[2]) is not None:
+                data[name] = unpack_payload(stored)
+            else:
+                fill(data, {name: None})
+            return data
+
+        return decode_one
+
     def row_encoder(self) -> Callable[[Record], tuple[Any, ...]]:
         """A fast function record -> row values, in `insert_sql` order (tenant first)."""
         plain = self.plain_fields

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import orjson
 from langchain_core.runnables import RunnableConfig
@@ -36,6 +36,27 @@ from ...core.errors import ValidationError
 from ...core.jsonvalues import check_text, find_json_problem
 from ...core.records import MAX_ID, hash_exact_state, utcnow
 from ...core.records import Checkpoint as Record
+
+
+class Stored(Protocol):
+    """What the saver reads of a checkpoint or write record: a `Record`, or a hot read's stored fields
+    (`reads.StoredFields`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def branch_id(self) -> str: ...
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def state(self) -> dict[str, Any]: ...
+    @property
+    def payload(self) -> bytes | None: ...
+
 
 ROOT_BRANCH = "main"
 NS_BRANCH_PREFIX = "ns:"
@@ -93,7 +114,7 @@ def record_range(owner: str) -> tuple[str, str]:
     return owner, owner + WRITES_INFIX[:-1] + chr(ord(WRITES_INFIX[-1]) + 1)
 
 
-def is_write_of(record: Record, owner: str) -> bool:
+def is_write_of(record: Stored, owner: str) -> bool:
     return record.branch_id == WRITES_BRANCH and record.node_id == owner
 
 
@@ -112,19 +133,19 @@ def decode(serde: SerializerProtocol, stored: list[str]) -> Any:
     return serde.loads_typed((stored[0], from_text(stored[1])))
 
 
-def _payload_or_state(serde: SerializerProtocol, record: Record, key: str) -> Any:
+def _payload_or_state(serde: SerializerProtocol, record: Stored, key: str) -> Any:
     """The value in the record's payload (format 3), else in `state[key]` (formats 1 and 2)."""
     if record.payload is None:
         return decode(serde, record.state[key])
     return serde.loads_typed((record.state["type"], record.payload))
 
 
-def checkpoint_of(serde: SerializerProtocol, record: Record) -> Any:
+def checkpoint_of(serde: SerializerProtocol, record: Stored) -> Any:
     """The LangGraph checkpoint a checkpoint record holds (any format)."""
     return _payload_or_state(serde, record, "checkpoint")
 
 
-def value_of(serde: SerializerProtocol, record: Record) -> Any:
+def value_of(serde: SerializerProtocol, record: Stored) -> Any:
     """The value a write record holds (any format)."""
     return _payload_or_state(serde, record, "value")
 
@@ -302,12 +323,12 @@ _DEFAULTS: dict[str, Any] = {"tenant_id": None, "agent": None, "project_id": Non
 with `fields` and `state_hash` they are the model's fields exactly (`trusted_record(..., complete=True)`)."""
 
 
-def pending_writes(serde: SerializerProtocol, records: Sequence[Record]) -> list[PendingWrite]:
+def pending_writes(serde: SerializerProtocol, records: Sequence[Stored]) -> list[PendingWrite]:
     """A checkpoint's pending writes from its write records (any format), in LangGraph's order
     (task_path, task_id, idx). Records are replayed in the order they were written, (created_at, id):
     a regular write (idx >= 0) already seen for its (task, idx) is kept, a special one is replaced,
     as LangGraph's savers store them."""
-    chosen: dict[tuple[str, int], tuple[str, str, Record, _Part]] = {}
+    chosen: dict[tuple[str, int], tuple[str, str, Stored, _Part]] = {}
     for record in sorted(records, key=_written_order):
         state = record.state
         task_id = state["task_id"]
@@ -325,7 +346,7 @@ _Part = tuple[int, str, str | None, int, int]
 [start:end] (format 4); type None: the record's one value, wherever its format keeps it (formats 1-3)."""
 
 
-def _written_order(record: Record) -> tuple[datetime, str]:
+def _written_order(record: Stored) -> tuple[datetime, str]:
     return record.created_at, record.id
 
 
@@ -339,7 +360,7 @@ def _parts(state: dict[str, Any]) -> Iterator[_Part]:
         start += size
 
 
-def _part_value(serde: SerializerProtocol, record: Record, part: _Part) -> Any:
+def _part_value(serde: SerializerProtocol, record: Stored, part: _Part) -> Any:
     _, _, value_type, start, end = part
     payload = record.payload
     if value_type is None or payload is None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -30,6 +31,10 @@ from ...core.shapes import Param, QueryShape
 from ...core.store import Store
 from . import mapping
 from .bridge import Bridge
+from .mapping import Stored
+from .reads import Reads, reads_for
+
+_S = TypeVar("_S", bound=Stored)
 
 _CHUNK = 200
 """Records per batch when a call touches many (writes lookup, copy, delete)."""
@@ -50,10 +55,12 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.store = store
         self._bridge = Bridge(store, type(self).__name__)
+        self._reads = reads_for(store)
+        """The reads of the sync methods (`reads.reads_for`: flat on a sync sqlite store)."""
 
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._bridge.run(self._get_tuple(self._bridge.driven, config))
+        return self._bridge.run(self._get_tuple(self._reads, config))
 
     def list(
         self,
@@ -64,8 +71,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (by checkpoint id within a thread and namespace)."""
-        items = self._list(self._bridge.driven, config, filter=filter, before=before, limit=limit)
-        return iterate_sync(items, self._bridge.run)
+        pages = self._list(self._reads, config, filter=filter, before=before, limit=limit)
+        return itertools.chain.from_iterable(iterate_sync(pages, self._bridge.run))
 
     def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
@@ -93,7 +100,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     # async methods: the same coroutines, awaited ------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._get_tuple(self._bridge.awaited(), config)
+        return await self._get_tuple(Reads(self._bridge.awaited()), config)
 
     async def alist(
         self,
@@ -103,10 +110,11 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async with aclosing(self._list(self._bridge.awaited(), config, filter=filter, before=before,
-                                       limit=limit)) as items:
-            async for item in items:
-                yield item
+        async with aclosing(self._list(Reads(self._bridge.awaited()), config, filter=filter, before=before,
+                                       limit=limit)) as pages:
+            async for page in pages:
+                for item in page:
+                    yield item
 
     async def aput(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
@@ -129,45 +137,48 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         await self._prune(self._bridge.awaited(), thread_ids, strategy)
 
     # reading --------------------------------------------------------------------------
-    async def _get_tuple(self, store: AsyncStore, config: RunnableConfig) -> CheckpointTuple | None:
+    async def _get_tuple(self, reads: Reads, config: RunnableConfig) -> CheckpointTuple | None:
+        store = reads.store
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
         ranges = Capability.FILTER_RANGE in store.capabilities  # id ranges are index ranges
-        record: Record | None
-        writes: builtins.list[Record] | None = None
+        record: Stored | None
+        writes: builtins.list[Stored] | None = None
         if checkpoint_id:
             owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
             if ranges:  # one read: the record and its writes share an id prefix (the record's id is the range's first)
-                found = await _id_range(store, *mapping.record_range(owner))
+                found = await _id_range(reads, *mapping.record_range(owner))
                 record = found[0] if found and found[0].id == owner else None
                 writes = [r for r in found[1:] if mapping.is_write_of(r, owner)] if len(found) > 1 else []
             else:
                 record = await store.checkpoints.get(owner)
         elif ranges:
-            record, writes = await _latest_in_range(store, thread_id, ns)
+            record, writes = await _latest_in_range(reads, thread_id, ns)
         else:
             where = (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns))
             record = await store.checkpoints.first(where, order_by="-id")
         if record is None:
             return None
         if writes is None or record.state.get("format", 1) < 2:  # format 1: writes may have hashed ids
-            writes = (await self._writes_by_owner(store, [record]))[record.id]
+            writes = (await self._writes_by_owner(reads, [record]))[record.id]
         return self._tuple(record, writes)
 
-    async def _list(self, store: AsyncStore, config: RunnableConfig | None, *, filter: dict[str, Any] | None,
-                    before: RunnableConfig | None, limit: int | None) -> AsyncGenerator[CheckpointTuple, None]:
+    async def _list(self, reads: Reads, config: RunnableConfig | None, *, filter: dict[str, Any] | None,
+                    before: RunnableConfig | None,
+                    limit: int | None) -> AsyncGenerator[builtins.list[CheckpointTuple], None]:
+        """The listed tuples a page at a time (a step of an async generator per page, not per tuple)."""
         if limit is not None and limit <= 0:
             return
+        store = reads.store
         conf = config["configurable"] if config else {}
         thread_id: str | None = conf.get("thread_id")
         ns: str | None = conf.get("checkpoint_ns")
         checkpoint_id = conf.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
         wanted = dict(filter or {})
-        where, exact = _list_where(store, thread_id, ns, checkpoint_id, before_id, wanted)
 
-        def keep(record: Record) -> bool:
+        def keep(record: Stored) -> bool:
             state = record.state
             if checkpoint_id and state["checkpoint_id"] != checkpoint_id:
                 return False
@@ -178,32 +189,35 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 return all(metadata.get(key) == value for key, value in wanted.items())
             return True
 
-        batch = min(limit or _LIST_PAGE, _LIST_PAGE) if exact else _CHUNK
         remaining = limit
         if thread_id is not None and not checkpoint_id and not wanted and Capability.FILTER_RANGE in store.capabilities:
-            pages = _thread_pages(store, thread_id, ns, before_id, batch)
+            chunks = _thread_pages(reads, thread_id, ns, before_id, min(limit or reads.page, reads.page), keep)
         else:
-            pages = store.checkpoints.iterate(where, order_by="-id", batch_size=batch, vectors=False)
-        async with aclosing(pages) as records:
-            async for chunk in _chunks(records, batch, keep):
-                for item in await self._tuples(store, chunk):
-                    yield item
-                    if remaining is not None:
-                        remaining -= 1
-                        if remaining == 0:
-                            return
+            where, exact = _list_where(store, thread_id, ns, checkpoint_id, before_id, wanted)
+            batch = min(limit or _LIST_PAGE, _LIST_PAGE) if exact else _CHUNK
+            chunks = _chunks(store.checkpoints.iterate(where, order_by="-id", batch_size=batch, vectors=False),
+                             batch, keep)
+        async with aclosing(chunks) as pages:
+            async for chunk in pages:
+                tuples = await self._tuples(reads, chunk if remaining is None else chunk[:remaining])
+                yield tuples
+                if remaining is not None:
+                    remaining -= len(tuples)
+                    if remaining == 0:
+                        return
 
-    async def _tuples(self, store: AsyncStore, records: Sequence[Record]) -> builtins.list[CheckpointTuple]:
+    async def _tuples(self, reads: Reads, records: Sequence[Stored]) -> builtins.list[CheckpointTuple]:
         """Checkpoint tuples for these records, with their pending writes fetched in few queries."""
-        writes = await self._writes_by_owner(store, records)
+        writes = await self._writes_by_owner(reads, records)
         return [self._tuple(record, writes[record.id]) for record in records]
 
-    async def _writes_by_owner(self, store: AsyncStore,
-                               records: Sequence[Record]) -> dict[str, builtins.list[Record]]:
+    async def _writes_by_owner(self, reads: Reads,
+                               records: Sequence[Stored]) -> dict[str, builtins.list[Stored]]:
         """The writes of each checkpoint record. Format 2 write ids extend their checkpoint's, so
         a namespace's records are served by one id range (an index range; `node_id` has none);
         the rest (format 1, or a backend without range filters) by `node_id`."""
-        writes: dict[str, builtins.list[Record]] = {record.id: [] for record in records}
+        store = reads.store
+        writes: dict[str, builtins.list[Stored]] = {record.id: [] for record in records}
         by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
         others: builtins.list[str] = []
         ranged = Capability.FILTER_RANGE in store.capabilities
@@ -213,10 +227,10 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 by_namespace.setdefault((record.run_id, state["checkpoint_ns"]), []).append(record.id)
             else:
                 others.append(record.id)
-        found: builtins.list[Record] = []
+        found: builtins.list[Stored] = []
         for group in by_namespace.values():
             low, high = min(group), max(mapping.record_range(owner)[1] for owner in group)
-            found += await store.checkpoints.fetch(_WRITES_IN_RANGE, {"low": low, "high": high}, vectors=False)
+            found += await reads.fetch(_WRITES_IN_RANGE, {"low": low, "high": high})
         if others:
             found += await store.checkpoints.all((F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(others))
         for write in found:
@@ -225,7 +239,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 owned.append(write)
         return writes
 
-    def _tuple(self, record: Record, writes: Sequence[Record]) -> CheckpointTuple:
+    def _tuple(self, record: Stored, writes: Sequence[Stored]) -> CheckpointTuple:
         state = record.state
         thread_id, ns = state["thread_id"], state["checkpoint_ns"]
         parent_id = state["parent_checkpoint_id"]
@@ -308,35 +322,35 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return f"<MnemostoreSaver {self.store!r}>"
 
 
-async def _latest_in_range(store: AsyncStore, thread_id: str,
-                           ns: str) -> tuple[Record | None, builtins.list[Record] | None]:
+async def _latest_in_range(reads: Reads, thread_id: str,
+                           ns: str) -> tuple[Stored | None, builtins.list[Stored] | None]:
     """The namespace's latest checkpoint and its writes, in one read when it has no writes, two
     when it has: newest id first, a checkpoint's writes (ids extending its own) come just before it."""
     low, high = mapping.namespace_range(thread_id, ns)
-    found = await store.checkpoints.fetch(_NEWEST_IN_RANGE, {"low": low, "high": high}, limit=1, vectors=False)
+    found = await reads.fetch(_NEWEST_IN_RANGE, {"low": low, "high": high}, limit=1)
     newest = found[0] if found else None
     if newest is None or newest.branch_id != mapping.WRITES_BRANCH:
         return newest, []
     owner = newest.node_id
-    found = await _id_range(store, *mapping.record_range(owner))
+    found = await _id_range(reads, *mapping.record_range(owner))
     record = next((r for r in found if r.id == owner and r.branch_id != mapping.WRITES_BRANCH), None)
     if record is not None:
         return record, [r for r in found if mapping.is_write_of(r, owner)]
     # writes whose checkpoint is gone: the newest checkpoint below them
-    found = await store.checkpoints.fetch(_NEWEST_CHECKPOINT_IN_RANGE, {"low": low, "high": high}, limit=1,
-                                          vectors=False)
+    found = await reads.fetch(_NEWEST_CHECKPOINT_IN_RANGE, {"low": low, "high": high}, limit=1)
     return (found[0] if found else None), None
 
 
-async def _id_range(store: AsyncStore, low: str, high: str) -> builtins.list[Record]:
-    return await store.checkpoints.fetch(_IN_RANGE, {"low": low, "high": high}, vectors=False)
+async def _id_range(reads: Reads, low: str, high: str) -> Sequence[Stored]:
+    return await reads.fetch(_IN_RANGE, {"low": low, "high": high})
 
 
-async def _thread_pages(store: AsyncStore, thread_id: str, ns: str | None, before_id: str | None,
-                        batch: int) -> AsyncGenerator[Record, None]:
-    """A thread's checkpoints (of one namespace if `ns` is not None), newest first, fetched `batch` at
-    a time through the list shapes. A namespace's are read by its id range (`mapping.namespace_range`),
-    from below the checkpoint `before_id` if given: one statement a page, in the id index's order."""
+async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id: str | None, batch: int,
+                        keep: Callable[[Stored], bool]) -> AsyncGenerator[builtins.list[Stored], None]:
+    """A thread's checkpoints (of one namespace if `ns` is not None) that `keep` accepts, newest first,
+    fetched `batch` at a time through the list shapes (pages left empty skipped). A namespace's are read
+    by its id range (`mapping.namespace_range`), from below the checkpoint `before_id` if given: one
+    statement a page, in the id index's order."""
     values = {"run": thread_id}
     shapes = (_THREAD_LIST, _THREAD_LIST_BELOW)  # (without, with) `values["high"]`
     if ns is not None:
@@ -346,9 +360,10 @@ async def _thread_pages(store: AsyncStore, thread_id: str, ns: str | None, befor
         values.update(branch=mapping.branch_for(ns), low=low, high=high)
         shapes = (_NAMESPACE_LIST, _NAMESPACE_LIST)
     while True:
-        page = await store.checkpoints.fetch(shapes["high" in values], values, limit=batch, vectors=False)
-        for record in page:
-            yield record
+        page = await reads.fetch(shapes["high" in values], values, limit=batch)
+        kept = [record for record in page if keep(record)]
+        if kept:
+            yield kept
         if len(page) < batch:
             return
         values["high"] = page[-1].id
@@ -405,10 +420,10 @@ def _pushable(value: Any) -> bool:
     return type(value) in (str, int, float)
 
 
-async def _chunks(items: AsyncIterator[Record], size: int,
-                  keep: Callable[[Record], bool] | None = None) -> AsyncGenerator[builtins.list[Record], None]:
+async def _chunks(items: AsyncIterator[_S], size: int,
+                  keep: Callable[[_S], bool] | None = None) -> AsyncGenerator[builtins.list[_S], None]:
     """The items (those `keep` accepts) in lists of `size`, the last one shorter."""
-    chunk: builtins.list[Record] = []
+    chunk: builtins.list[_S] = []
     async for item in items:
         if keep is None or keep(item):
             chunk.append(item)

@@ -1,0 +1,128 @@
+"""The saver's flat reads on a sync sqlite store give what its reads through the collection give."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mnemostore
+from mnemostore.core.errors import StoreClosed
+from mnemostore.core.filters import F
+from mnemostore.core.records import Checkpoint
+from mnemostore.core.shapes import Param, QueryShape
+
+pytest.importorskip("langgraph.checkpoint.base", reason="needs the langgraph extra")
+
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from mnemostore.integrations.langgraph import MnemostoreSaver
+from mnemostore.integrations.langgraph.reads import FlatReads, Reads
+
+_steps = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(["", "p"]),
+                            st.sampled_from(["x", "y" * 3000, "z" * 70_000]),  # plain, compressible, large
+                            st.lists(st.sampled_from(["a", "b", "__error__"]), max_size=2),
+                            st.booleans()),
+                  min_size=1, max_size=8)
+
+
+def _config(thread: str, ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    conf = {"thread_id": thread, "checkpoint_ns": ns}
+    return {"configurable": conf if checkpoint_id is None else {**conf, "checkpoint_id": checkpoint_id}}
+
+
+async def _listed(saver: MnemostoreSaver, config: dict[str, Any] | None, **kwargs: Any) -> list[Any]:
+    return [item async for item in saver.alist(config, **kwargs)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=_steps)
+def test_flat_reads_give_what_the_collection_gives(steps: list[Any]) -> None:
+    """After any run of puts and writes (several threads and namespaces, writes on older checkpoints,
+    values stored plain and compressed), each sync read (flat) equals the async one (the collection's
+    path): `get_tuple` by id and latest, `list` whole, with a limit, before a checkpoint, across threads."""
+    with tempfile.TemporaryDirectory() as directory, mnemostore.open(f"sqlite:///{directory}/s.db") as store:
+        saver = MnemostoreSaver(store)
+        assert isinstance(saver._reads, FlatReads)
+        configs: list[Any] = []
+        parents: dict[tuple[str, str], Any] = {}
+        for i, (thread, ns, text, channels, on_older) in enumerate(steps):
+            checkpoint = empty_checkpoint()
+            checkpoint["id"] = str(uuid6(clock_seq=i))
+            checkpoint["channel_values"] = {"text": text * (i + 1)}
+            checkpoint["channel_versions"] = {"text": f"{i + 1:032}"}
+            config = saver.put(parents.get((thread, ns), _config(thread, ns)), checkpoint,
+                               {"source": "loop", "step": i, "parents": {}}, {"text": f"{i + 1:032}"})
+            parents[(thread, ns)] = config
+            configs.append(config)
+            target = configs[i // 2] if on_older else config
+            if channels:
+                saver.put_writes(target, [(channel, {"n": i}) for channel in channels], f"task-{i}")
+
+        async def through_collection() -> list[Any]:
+            found: list[Any] = [await saver.aget_tuple(config) for config in configs]
+            for thread, ns in sorted(parents):
+                found.append(await saver.aget_tuple(_config(thread, ns)))
+                found.append(await _listed(saver, _config(thread, ns)))
+                found.append(await _listed(saver, _config(thread, ns), limit=2))
+                found.append(await _listed(saver, _config(thread, ns), before=configs[-1]))
+                found.append(await _listed(saver, {"configurable": {"thread_id": thread}}))
+            found.append(await saver.aget_tuple(_config("t3", "")))
+            return found
+
+        flat: list[Any] = [saver.get_tuple(config) for config in configs]
+        for thread, ns in sorted(parents):
+            flat.append(saver.get_tuple(_config(thread, ns)))
+            flat.append(list(saver.list(_config(thread, ns))))
+            flat.append(list(saver.list(_config(thread, ns), limit=2)))
+            flat.append(list(saver.list(_config(thread, ns), before=configs[-1])))
+            flat.append(list(saver.list({"configurable": {"thread_id": thread}})))
+        flat.append(saver.get_tuple(_config("t3", "")))
+        assert flat == asyncio.run(through_collection())
+        assert flat[-1] is None
+
+
+def test_only_a_sync_sqlite_store_reads_flat(tmp_path: Path) -> None:
+    """Memory stores and async stores read through the collection; a closed
+    store's flat read is refused as the collection's is."""
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        assert isinstance(MnemostoreSaver(store)._reads, FlatReads)
+    with mnemostore.open("memory://flat") as memory:
+        assert type(MnemostoreSaver(memory)._reads) is Reads
+
+    async def on_a_loop() -> None:
+        async with await mnemostore.open_async(f"sqlite:///{tmp_path / 'a.db'}") as async_store:
+            assert type(MnemostoreSaver(async_store)._reads) is Reads
+
+    asyncio.run(on_a_loop())
+    store = mnemostore.open(f"sqlite:///{tmp_path / 's.db'}")
+    saver = MnemostoreSaver(store)
+    store.close()
+    with pytest.raises(StoreClosed):
+        saver.get_tuple(_config("t", ""))
+
+
+def test_sqlite_documents_are_the_records_stored_fields(tmp_path: Path) -> None:
+    """`query_shape_documents` gives each record `query_shape` gives, as its stored fields (payloads plain
+    and compressed); None for a shape whose statement would be two (the caller then takes `query_shape`)."""
+    from mnemostore.core.codec import parse_fields
+
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        records = [Checkpoint(id=f"c{n}", run_id="r", state={"n": n}, payload=payload)
+                   for n, payload in enumerate([b"x", b"y" * 70_000, None, bytes(range(256)) * 40])]
+        store.checkpoints.put(records)
+        backend: Any = store.backend
+        ranged = QueryShape(Checkpoint, (F.id >= Param("low")) & (F.id < Param("high")), "-id")
+        for limit in (None, 1, 3):
+            documents = backend.query_shape_documents("checkpoint", None, ranged, {"low": "c", "high": "d"}, limit)
+            expected = store.checkpoints.fetch(ranged, {"low": "c", "high": "d"}, limit=limit, vectors=False)
+            assert [Checkpoint(**parse_fields(Checkpoint, data)) for data in documents] == expected
+            assert len(expected) == (4 if limit is None else limit)
+        by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-sequence")
+        assert backend.query_shape_documents("checkpoint", None, by_run, {"run": "r"}, None) is None
