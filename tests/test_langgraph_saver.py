@@ -205,6 +205,38 @@ def test_records_put_as_built_are_validated_when_they_are_not_what_that_path_tak
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_sync_writes_over_a_sync_store_call_the_backend_straight_and_keep_the_facade_checks(
+        backend: str, tmp_path: Path) -> None:
+    """Over a sync `Store`, `put` and `put_writes` (and `_put_built`) call the backend with no coroutine
+    to drive; records that need `put`'s validation, and a closed store, still get the facade's errors."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from mnemostore.core.errors import StoreClosed, ValidationError
+    from mnemostore.core.records import Checkpoint
+
+    url = f"memory://{uuid.uuid4().hex}" if backend == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    store = mnemostore.open(url)
+    saver = MnemostoreSaver(store)
+    driven: list[Any] = []
+    drive = store.checkpoints._run
+    store.checkpoints._run = lambda coro: (driven.append(coro), drive(coro))[1]  # type: ignore[method-assign]
+    config = saver.put({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}, empty_checkpoint(),
+                       {"source": "input", "step": -1}, {})
+    saver.put_writes(config, [("a", 1), ("b", 2)], "task-1")
+    store.checkpoints._put_built([Checkpoint(id="plain", run_id="r")])
+    assert driven == []
+    with pytest.raises(ValidationError) as refused:  # another tenant's record: `put`'s validation names it
+        store.checkpoints._put_built([Checkpoint(id="theirs", run_id="r", tenant_id="someone")])
+    assert refused.value.errors[0][0] == "records[0].tenant_id" and len(driven) == 1
+    found = saver.get_tuple(config)
+    assert found is not None and found.pending_writes == [("task-1", "a", 1), ("task-1", "b", 2)]
+    assert {record.id for record in store.checkpoints.all()} >= {"plain"} and store.checkpoints.count() == 3
+    store.close()
+    with pytest.raises(StoreClosed):
+        saver.put_writes(config, [("c", 3)], "task-2")
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) -> None:
     """A checkpoint stored before writes were keyed under its id still finds them, and a
     retried write stored again under the new key is read as the first one it was."""

@@ -52,9 +52,20 @@ class AsyncCollection(Generic[R]):
         """`put` of records this package built and validated for this call (an integration's, from parts
         it checked), each id once: no second facade pass. A record this path cannot take as it is (another
         type, tenant or an embedding) goes through `put`'s validation with the rest."""
+        call = self._built_call(records, keep_existing, keep_created)
+        if call is None:
+            if records:
+                await self.put(records, keep_existing=keep_existing, keep_created=keep_created)
+            return
+        forget_proven()  # a state proven by an earlier validation is no business of these records
+        await self._store._backend_call(call, self.kind, records)
+
+    def _built_call(self, records: Sequence[R], keep_existing: bool, keep_created: bool) -> str | None:
+        """The backend call `_put_built` makes with these records as they are, or None if there are
+        none or they need `put`'s validation (another type, tenant, an embedding, an id twice)."""
         tenant, cls = self._store.tenant, self.record_cls
         if not records:
-            return
+            return None
         if len(records) == 1:  # a saver's one record: no generator to run
             record = records[0]
             fits = type(record) is cls and record.tenant_id == tenant and record.embedding is None
@@ -62,11 +73,8 @@ class AsyncCollection(Generic[R]):
             fits = all(type(record) is cls and record.tenant_id == tenant and record.embedding is None
                        for record in records)
         if not fits or (len(records) > 1 and len({record.id for record in records}) != len(records)):
-            await self.put(records, keep_existing=keep_existing, keep_created=keep_created)
-            return
-        forget_proven()  # a state proven by an earlier validation is no business of these records
-        call = "put_missing" if keep_existing else "put_keeping_created" if keep_created else "put"
-        await self._store._backend_call(call, self.kind, records)
+            return None
+        return "put_missing" if keep_existing else "put_keeping_created" if keep_created else "put"
 
     async def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:
         """Insert or replace one record, given as a model, a mapping or keyword fields."""

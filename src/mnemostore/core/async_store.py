@@ -13,7 +13,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .async_checkpoints import AsyncCheckpoints
 from .async_collection import AsyncAntiPatterns, AsyncCollection, AsyncHeuristics, AsyncOutcomes
-from .calls import Calls
+from .calls import Calls, DirectCalls
 from .capabilities import VECTOR_METRICS, Capability
 from .collection import Where, bind_where
 from .declarations import ensure_declared
@@ -206,11 +206,20 @@ class AsyncStore:
     def _backend_call(self, method: str, *args: Any) -> Awaitable[Any]:
         if self._closed:
             raise StoreClosed(f"{self!r} is closed")
-        if method in _KIND_CALLS:
-            kind = args[0]
-            if self._declared.get(kind) is not _loaded(kind) or (kind in self._unrecorded and method in _WRITES):
-                return self._declared_call(method, args)
+        if method in _KIND_CALLS and not self._checked(args[0], method):
+            return self._declared_call(method, args)
         return self._calls(method, *args)  # a driver's error is a BackendError (DRIVER_CALLS)
+
+    def _checked(self, kind: str, method: str) -> bool:
+        """Whether a call of `kind` goes to the backend as it is: the kind's declaration is checked
+        against the store's (and recorded, for a write)."""
+        return self._declared.get(kind) is _loaded(kind) and not (kind in self._unrecorded and method in _WRITES)
+
+    def _callable_now(self, kind: str, method: str) -> bool:
+        """Whether `_backend_call(method, kind, ...)` would call the backend straight in the caller's
+        thread (an open store with direct calls, the sync facade's; the kind checked): a hot sync
+        write may then call it without a coroutine to drive."""
+        return not self._closed and type(self._calls) is DirectCalls and self._checked(kind, method)
 
     async def _declared_call(self, method: str, args: tuple[Any, ...]) -> Any:
         """A kind's call once the store's recorded declaration of it matches the code's (KindChanged

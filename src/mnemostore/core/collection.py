@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from .calls import Runner, iterate_sync
 from .errors import NotFound, ValidationError
 from .filters import Expr, bind, from_dict
-from .jsonvalues import check_text
+from .jsonvalues import check_text, forget_proven
 from .protocol import Hit, OrderKey
 from .records import Record
 
@@ -61,6 +61,17 @@ class Collection(Generic[R]):
     def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:
         """Insert or replace one record, given as a model, a mapping or keyword fields."""
         return self._run(self._async.add(record, **fields))
+
+    def _put_built(self, records: Sequence[R], *, keep_existing: bool = False, keep_created: bool = False) -> None:
+        """`AsyncCollection._put_built` from sync code. Over direct calls (`Store`) the backend is
+        called straight, as the coroutine would call it, with no coroutine to drive (~6 us a call)."""
+        twin = self._async
+        call = twin._built_call(records, keep_existing, keep_created)
+        if call is not None and twin._store._callable_now(self.kind, call):
+            forget_proven()  # as `AsyncCollection._put_built`
+            getattr(twin._store.backend, call)(self.kind, records)
+            return
+        self._run(twin._put_built(records, keep_existing=keep_existing, keep_created=keep_created))
 
     def update(self, id: str, set: Mapping[str, Any] | None = None,
                inc: Mapping[str, int | float] | None = None) -> R:

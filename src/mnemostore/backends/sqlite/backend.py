@@ -332,6 +332,10 @@ class SQLiteBackend(Backend):
 
     def _insert(self, prepared: KindSQL, records: Sequence[Record], keep_existing: bool) -> None:
         encode = prepared.encode
+        if len(records) == 1:  # a saver's one record: its row as encoded, no list to flatten
+            sql, one = prepared.insert_new if keep_existing else prepared.insert, encode(records[0])
+            self.db.one_write(lambda conn: conn.execute(sql, one).close())
+            return
         if 0 < len(records) <= schema.SMALL_BATCH:  # one statement: atomic without a transaction around it
             sql = prepared.small_inserts.get((keep_existing, len(records))) or \
                 (prepared.insert_new if keep_existing else prepared.insert)

@@ -57,6 +57,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         self._bridge = Bridge(store, type(self).__name__)
         self._reads = reads_for(store)
         """The reads of the sync methods (`reads.reads_for`: flat on a sync sqlite store)."""
+        self._sync = store if isinstance(store, Store) else None
+        """The sync `Store` the sync writes call straight (`Collection._put_built`), if given one."""
 
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -76,12 +78,21 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        return self._bridge.run(self._put(self._bridge.driven, config, checkpoint, metadata))
+        record, saved = self._checkpoint(config, checkpoint, metadata)
+        if self._sync is not None:
+            self._sync.checkpoints._put_built([record])
+        else:
+            self._bridge.run(self._bridge.driven.checkpoints._put_built([record]))
+        return saved
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
         """Store a task's writes; a regular write already stored is kept, special ones are replaced."""
-        self._bridge.run(self._put_writes(self._bridge.driven, config, writes, task_id, task_path))
+        records, keep = self._writes(config, writes, task_id, task_path)
+        if self._sync is not None and len(records) == 1:
+            self._sync.checkpoints._put_built(records, keep_existing=keep)
+        else:
+            self._bridge.run(self._put_writes(self._bridge.driven, records, keep))
 
     def delete_thread(self, thread_id: str) -> None:
         self._bridge.run(self._delete_thread(self._bridge.driven, thread_id))
@@ -118,11 +129,13 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     async def aput(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        return await self._put(self._bridge.awaited(), config, checkpoint, metadata)
+        record, saved = self._checkpoint(config, checkpoint, metadata)
+        await self._bridge.awaited().checkpoints._put_built([record])
+        return saved
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        await self._put_writes(self._bridge.awaited(), config, writes, task_id, task_path)
+        await self._put_writes(self._bridge.awaited(), *self._writes(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._delete_thread(self._bridge.awaited(), thread_id)
@@ -252,25 +265,30 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         )
 
     # writing --------------------------------------------------------------------------
-    async def _put(self, store: AsyncStore, config: RunnableConfig, checkpoint: LGCheckpoint,
-                   metadata: CheckpointMetadata) -> RunnableConfig:
+    def _checkpoint(self, config: RunnableConfig, checkpoint: LGCheckpoint,
+                    metadata: CheckpointMetadata) -> tuple[Record, RunnableConfig]:
+        """The record `put` stores, and the config it returns."""
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         record = mapping.checkpoint_record(
             self.serde, thread_id, ns, conf.get("checkpoint_id"), dict(checkpoint),
             dict(get_serializable_checkpoint_metadata(config, metadata)))
-        await store.checkpoints._put_built([record])
-        return mapping.config_for(thread_id, ns, checkpoint["id"])
+        return record, mapping.config_for(thread_id, ns, checkpoint["id"])
 
-    async def _put_writes(self, store: AsyncStore, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
-                          task_id: str, task_path: str) -> None:
+    def _writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                task_path: str) -> tuple[builtins.list[Record], bool]:
+        """The records `put_writes` stores, and whether a lone one is kept if already stored (regular
+        writes: insert-or-ignore) rather than replaced (special ones)."""
         conf = config["configurable"]
         thread_id, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
         numbered = [(WRITES_IDX_MAP.get(channel, position), channel, value)
                     for position, (channel, value) in enumerate(writes)]
         records = mapping.write_records(self.serde, thread_id, ns, checkpoint_id, task_id, task_path, numbered)
+        return records, bool(numbered) and numbered[0][0] >= 0
+
+    async def _put_writes(self, store: AsyncStore, records: Sequence[Record], keep: bool) -> None:
         if len(records) == 1:  # regular writes: insert-or-ignore; special ones: replace (one write, no read)
-            await store.checkpoints._put_built(records, keep_existing=numbered[0][0] >= 0)
+            await store.checkpoints._put_built(records, keep_existing=keep)
         elif records:  # both kinds (rare): the regular record is kept if stored, in one write with the special one
             regular, special = records
             if await store.checkpoints.get_many([regular.id], vectors=False):
