@@ -248,6 +248,16 @@ class KindSQL:
                 f"WHERE tenant = ? AND {layout.column('run_id')} = ? AND {layout.column('branch_id')} = ? "
                 f"ORDER BY {order_sql(layout, LATEST_CHECKPOINT_ORDER)} LIMIT 1")
 
+    @cached_property
+    def append_after(self) -> str:
+        """`insert` of a checkpoint row that holds only while the checkpoint it names as its parent is
+        still its run and branch's latest (`latest_parent`): its arguments are that lookup's (tenant,
+        run_id, branch_id), the parent's id and sequence, then the row. Otherwise the row's tenant is
+        NULL, which its NOT NULL refuses (IntegrityError): nothing is written. One autocommit statement."""
+        head, values = self.insert.split(" VALUES (", 1)
+        return (f"{head} VALUES (CASE WHEN ({self.latest_parent}) = (?, ?) THEN ? END, "
+                f"{values.removeprefix('?, ')}")
+
     @classmethod
     def of(cls, layout: Layout) -> KindSQL:
         return cls(layout, layout.row_encoder(), layout.insert_sql(), layout.insert_sql(keep_existing=True),
