@@ -45,6 +45,9 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
         if parent is LATEST:
             return await self._append(dict(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
                                            parent_ids=[], sequence=0, **fields))
+        if parent is None:  # a root: nothing to look up
+            return await self.add(run_id=run_id, state=state, node_id=node_id, branch_id=branch, parent_ids=[],
+                                  sequence=0, **fields)
         parents = await self._parent_refs(parent)
         sequence = 1 + max((seq for _, seq in parents), default=-1)
         return await self.add(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
