@@ -157,8 +157,8 @@ class SQLiteBackend(Backend):
         """Each kind's statements: the built-in ones now, an application's on first use (`_kind`)."""
         self._shapes: dict[tuple[Any, ...], tuple[Select, Binder]] = {}
         """Compiled query shapes (`query_shape`), by shape, `vectors` and limit form."""
-        self._tips: dict[tuple[str, str, str], tuple[str, int]] = {}
-        """(tenant, run_id, branch_id) -> id and sequence of the checkpoint this store last appended there:
+        self._tips: dict[tuple[str, str, str], tuple[int, str, int]] = {}
+        """(tenant, run_id, branch_id) -> seq, id and sequence of the checkpoint this store last appended there:
         the parent the next append tries first (`append_checkpoint`); the database has the last word."""
         try:
             self._db.write(_bootstrap)
@@ -425,22 +425,27 @@ class SQLiteBackend(Backend):
         tips = self._tips
         tip = tips.get(args)
         if tip is not None:  # this store's last append there: most likely still the latest
-            linked = link_parent(record, tip)
-            row = (*args, *tip, *prepared.encode(linked))
-            if self.db.one_write(partial(_append_after, prepared.append_after, row)):
-                tips[args] = (linked.id, linked.sequence)
+            rowid, parent_id, parent_sequence = tip
+            linked = link_parent(record, (parent_id, parent_sequence))
+            row = (rowid, *args, parent_id, parent_sequence, args[0], args[1], parent_sequence, args[2], rowid,
+                   *prepared.encode(linked))
+            written = self.db.one_write(partial(_append_after, prepared.append_after, row))
+            if written is not None:
+                tips[args] = (written, linked.id, linked.sequence)
                 return linked
         lookup, encode, insert = prepared.latest_parent, prepared.encode, prepared.insert
 
-        def work(conn: sqlite3.Connection) -> Checkpoint:
+        def work(conn: sqlite3.Connection) -> tuple[Checkpoint, int | None]:
             linked = link_parent(record, conn.execute(lookup, args).fetchone())
-            conn.execute(insert, encode(linked)).close()
-            return linked
+            cursor = conn.execute(insert, encode(linked))
+            cursor.close()
+            return linked, cursor.lastrowid
 
-        linked = self.db.write(work)
+        linked, seq = self.db.write(work)
         if len(tips) >= TIPS_KEPT:
             tips.clear()
-        tips[args] = (linked.id, linked.sequence)
+        if seq is not None:
+            tips[args] = (seq, linked.id, linked.sequence)
         return linked
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
@@ -562,13 +567,14 @@ _IDS_A_STATEMENT = 500
 """Field types whose column holds the value itself (datetimes and bools are converted)."""
 
 
-def _append_after(sql: str, args: tuple[Any, ...], conn: sqlite3.Connection) -> bool:
-    """Run `KindSQL.append_after`: whether the row was written (its parent was still the latest)."""
+def _append_after(sql: str, args: tuple[Any, ...], conn: sqlite3.Connection) -> int | None:
+    """Run `KindSQL.append_after`: the written row's seq, or None if its parent was not the latest."""
     try:
-        conn.execute(sql, args).close()
+        cursor = conn.execute(sql, args)
     except sqlite3.IntegrityError:
-        return False
-    return True
+        return None
+    cursor.close()
+    return cursor.lastrowid
 
 
 TIPS_KEPT = 1024
