@@ -45,6 +45,9 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
         if parent is LATEST:
             return await self._append(dict(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
                                            parent_ids=[], sequence=0, **fields))
+        if parent is None:  # a root: nothing to look up
+            return await self.add(run_id=run_id, state=state, node_id=node_id, branch_id=branch, parent_ids=[],
+                                  sequence=0, **fields)
         parents = await self._parent_refs(parent)
         sequence = 1 + max((seq for _, seq in parents), default=-1)
         return await self.add(run_id=run_id, state=state, node_id=node_id, branch_id=branch,
@@ -53,7 +56,7 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
     async def _append(self, fields: dict[str, Any]) -> Checkpoint:
         """Validate a root checkpoint, then let the backend link it to its run and branch's latest
         as it writes it (`Backend.append_checkpoint`: one round trip where the backend can)."""
-        record = (await self._validate_batch([fields]))[0]
+        record = await self._admit_one(fields)
         latest = self._latest_filter(record.run_id, record.branch_id)
         appended = await self._store._backend_call("append_checkpoint", record, latest, LATEST_CHECKPOINT_ORDER)
         assert isinstance(appended, Checkpoint)

@@ -78,7 +78,21 @@ class AsyncCollection(Generic[R]):
 
     async def add(self, record: R | Mapping[str, Any] | None = None, /, **fields: Any) -> R:
         """Insert or replace one record, given as a model, a mapping or keyword fields."""
-        return (await self.put([record if record is not None else fields]))[0]
+        admitted = await self._admit_one(record if record is not None else fields)
+        await self._store._backend_call("put", self.kind, [admitted])
+        return admitted
+
+    async def _admit_one(self, item: R | Mapping[str, Any]) -> R:
+        """`_validate_batch` of one item, without the batch's loop and id check (a checkpoint save's
+        hot path): the same checks, errors named `records[0]...` as in a batch of one."""
+        store = self._store
+        try:
+            record: R = store._admit(self.record_cls, item)
+        except ValidationError as exc:
+            raise exc.prefixed("records[0]") from None
+        if record.embedding is not None:
+            await store._settle_dimension([record])
+        return record
 
     async def _validate_batch(self, records: Iterable[R | Mapping[str, Any]]) -> list[R]:
         store = self._store

@@ -144,7 +144,9 @@ class AsyncStore:
 
     def _admit(self, cls: type[Record], item: Record | Mapping[str, Any]) -> Any:
         """Validate one record for this store: its type, tenant and embedding dimension."""
-        if isinstance(item, Record):
+        if type(item) is dict:  # keyword fields (`add`, a save): the common case, checked first
+            record = cls(**item)
+        elif isinstance(item, Record):
             if type(item) is not cls:
                 raise ValidationError.one("", f"expected a {cls.__name__}, got {type(item).__name__}")
             forget_proven()  # its state may have changed since its validation: its document dumps it again

@@ -13,8 +13,6 @@ INT64_MAX = 2**63 - 1
 MAX_DEPTH = 250
 """Lists and objects nest at most this deep in a JSON value (a state, metadata): orjson encodes
 254 levels, and a record's document wraps a value in a few more."""
-_PAD = 4
-"""Levels `dumps_json_document` wraps a value in, so orjson's own limit enforces `MAX_DEPTH`."""
 _TOO_DEEP = f"nests lists and objects deeper than {MAX_DEPTH} levels"
 
 
@@ -100,14 +98,15 @@ def dumps_json_document(value: Any, path: str) -> bytes:
     """Serialise a JSON document (sorted keys), rejecting anything that would not read back equal.
 
     The proof costs one msgpack pack, not a load and compare: orjson makes the bytes (refusing
-    depth past MAX_DEPTH, ints past 53 bits), ormsgpack refuses any type that is not JSON's,
+    ints past 53 bits), ormsgpack refuses any type that is not JSON's and depth past MAX_DEPTH,
     and what JSON loses of what both take (NaN, infinities as null; NUL) shows in their bytes.
     Anything refused or suspect goes to the walk, which names the path or clears the value.
     """
     try:
-        # Wrapped in `_PAD` lists, so orjson's recursion limit refuses what nests past MAX_DEPTH.
-        data = orjson.dumps([[[[value]]]], option=_PROVEN)[_PAD:-_PAD]
-        packed = ormsgpack.packb(value, option=_EXACT_TYPES)
+        data = orjson.dumps(value, option=_PROVEN)
+        # Wrapped in 5 lists for ormsgpack, whose recursion limit (255 levels) then refuses what nests past
+        # MAX_DEPTH; the JSON, which is kept, is not wrapped (slicing the wrapper off would copy it).
+        packed = ormsgpack.packb([[[[[value]]]]], option=_EXACT_TYPES)
         if not _may_hold_nul(data) and not _may_hold_nan(data, packed):
             return data
     except (TypeError, orjson.JSONEncodeError):

@@ -7,6 +7,7 @@ import sqlite3
 import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -156,6 +157,9 @@ class SQLiteBackend(Backend):
         """Each kind's statements: the built-in ones now, an application's on first use (`_kind`)."""
         self._shapes: dict[tuple[Any, ...], tuple[Select, Binder]] = {}
         """Compiled query shapes (`query_shape`), by shape, `vectors` and limit form."""
+        self._tips: dict[tuple[str, str, str], tuple[int, str, int]] = {}
+        """(tenant, run_id, branch_id) -> seq, id and sequence of the checkpoint this store last appended there:
+        the parent the next append tries first (`append_checkpoint`); the database has the last word."""
         try:
             self._db.write(_bootstrap)
         except BaseException:
@@ -445,18 +449,36 @@ class SQLiteBackend(Backend):
         """Look the parent up and write the child in one write transaction, so racing saves on
         one run and branch are serialised by SQLite's write lock and each takes the one before.
         The lookup is the kind's own statement (`KindSQL.latest_parent`): `latest` and `order`
-        always select what it does, and compiling them costs more than the lookup."""
+        always select what it does, and compiling them costs more than the lookup. First, the
+        checkpoint this store last appended there is tried as the parent in one statement that
+        holds only while it is still the latest (`KindSQL.append_after`): no transaction around it."""
         prepared = self._written_kind("checkpoint")
-        lookup = prepared.latest_parent
         args = (tenant_key(record.tenant_id), record.run_id, record.branch_id)
-        encode, insert = prepared.encode, prepared.insert
+        tips = self._tips
+        tip = tips.get(args)
+        if tip is not None:  # this store's last append there: most likely still the latest
+            rowid, parent_id, parent_sequence = tip
+            linked = link_parent(record, (parent_id, parent_sequence))
+            row = (rowid, *args, parent_id, parent_sequence, args[0], args[1], parent_sequence, args[2], rowid,
+                   *prepared.encode(linked))
+            written = self.db.one_write(partial(_append_after, prepared.append_after, row))
+            if written is not None:
+                tips[args] = (written, linked.id, linked.sequence)
+                return linked
+        lookup, encode, insert = prepared.latest_parent, prepared.encode, prepared.insert
 
-        def work(conn: sqlite3.Connection) -> Checkpoint:
+        def work(conn: sqlite3.Connection) -> tuple[Checkpoint, int | None]:
             linked = link_parent(record, conn.execute(lookup, args).fetchone())
-            conn.execute(insert, encode(linked)).close()
-            return linked
+            cursor = conn.execute(insert, encode(linked))
+            cursor.close()
+            return linked, cursor.lastrowid
 
-        return self.db.write(work)
+        linked, seq = self.db.write(work)
+        if len(tips) >= TIPS_KEPT:
+            tips.clear()
+        if seq is not None:
+            tips[args] = (seq, linked.id, linked.sequence)
+        return linked
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         prepared = self._kind(kind)
@@ -575,6 +597,21 @@ _PLAIN_TYPES = (str, int, float)
 _IDS_A_STATEMENT = 500
 """Ids bound in one `IN (...)` (SQLite's default limit on bound parameters is 32,766)."""
 """Field types whose column holds the value itself (datetimes and bools are converted)."""
+
+
+def _append_after(sql: str, args: tuple[Any, ...], conn: sqlite3.Connection) -> int | None:
+    """Run `KindSQL.append_after`: the written row's seq, or None if its parent was not the latest."""
+    try:
+        cursor = conn.execute(sql, args)
+    except sqlite3.IntegrityError:
+        return None
+    cursor.close()
+    return cursor.lastrowid
+
+
+TIPS_KEPT = 1024
+"""Runs and branches whose last appended checkpoint a store keeps (`append_checkpoint`); past that it
+starts again."""
 
 
 def _changes(cursor: sqlite3.Cursor) -> int:

@@ -275,6 +275,24 @@ class KindSQL:
                 f"WHERE tenant = ? AND {layout.column('run_id')} = ? AND {layout.column('branch_id')} = ? "
                 f"ORDER BY {order_sql(layout, LATEST_CHECKPOINT_ORDER)} LIMIT 1")
 
+    @cached_property
+    def append_after(self) -> str:
+        """`insert` of a checkpoint row that holds only while the checkpoint it names as its parent is
+        still its run and branch's latest and has no tie: its arguments are the parent's seq (rowid),
+        (tenant, run_id, branch_id), id and sequence, then (tenant, run_id, sequence, branch_id, seq) for
+        the check that nothing else there has that sequence or more, then the row. Otherwise the row's
+        tenant is NULL, which its NOT NULL refuses (IntegrityError): nothing is written. One autocommit
+        statement, led by the rowid and the run index: no sort (`latest_parent` sorts ties)."""
+        layout = self.layout
+        table, run, branch = layout.table, layout.column("run_id"), layout.column("branch_id")
+        sequence = layout.column("sequence")
+        parent = (f"EXISTS (SELECT 1 FROM {table} WHERE seq = ? AND tenant = ? AND {run} = ? AND {branch} = ? "
+                  f"AND {layout.column('id')} = ? AND {sequence} = ?)")
+        later = (f"NOT EXISTS (SELECT 1 FROM {table} WHERE tenant = ? AND {run} = ? AND {sequence} >= ? "
+                 f"AND {branch} = ? AND seq != ?)")
+        head, values = self.insert.split(" VALUES (", 1)
+        return f"{head} VALUES (CASE WHEN {parent} AND {later} THEN ? END, {values.removeprefix('?, ')}"
+
     @classmethod
     def of(cls, layout: Layout) -> KindSQL:
         return cls(layout, layout.row_encoder(), layout.insert_sql(), layout.insert_sql(keep_existing=True),
