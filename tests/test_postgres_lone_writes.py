@@ -6,38 +6,22 @@ OperationalError. A list column's ids (binary `text[]`) read back exactly."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.postgres_one_connection import pooled_connection, store
 from tests.postgres_server import PostgresTestServer, postgres_server
 
-import mnemostore
-from mnemostore.backends.postgres import PostgresBackend, lone_writes
+from mnemostore.backends.postgres import lone_writes
 from mnemostore.backends.postgres.own_connections import OwnConnection
 from mnemostore.backends.postgres.steps import Run
 from mnemostore.core.store import Store
 from mnemostore.testing.factories import make
 
-__all__ = ["postgres_server"]
-
-
-@pytest.fixture
-def store(postgres_server: PostgresTestServer) -> Iterator[Store]:
-    with mnemostore.open(postgres_server.url(pool_max_size="1")) as opened:
-        yield opened
-
-
-def _connection(store: Store) -> OwnConnection:
-    """The pool's one connection: the one every call of `store` runs on."""
-    backend = store.backend
-    assert isinstance(backend, PostgresBackend)
-    with backend._connection() as conn:
-        assert isinstance(conn, OwnConnection)
-        return conn
+__all__ = ["postgres_server", "store"]
 
 
 def _ours(conn: OwnConnection) -> list[str]:
@@ -48,7 +32,7 @@ def _ours(conn: OwnConnection) -> list[str]:
 
 def test_a_lone_write_is_prepared_at_its_second_execution_and_runs_again_after_a_deallocate_all(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    conn = _connection(store)
+    conn = pooled_connection(store)
     runs: list[Any] = []
     original = lone_writes.LoneWrites.run
     monkeypatch.setattr(lone_writes.LoneWrites, "run", lambda self, step: runs.append(step) or original(self, step))
@@ -69,7 +53,7 @@ def test_lone_writes_keep_at_most_max_prepared_statements(store: Store, monkeypa
     collections = (store.heuristics, store.outcomes, store.anti_patterns)
     for collection in collections:  # the tables, looked up once
         collection.add(make(collection.kind, 0))
-    conn = _connection(store)
+    conn = pooled_connection(store)
     conn.execute("DEALLOCATE ALL")  # what opening the store prepared: names lone writes still hold
     for i in range(1, 4):  # three statements, each run thrice: prepared at their second
         for collection in collections:
@@ -79,7 +63,7 @@ def test_lone_writes_keep_at_most_max_prepared_statements(store: Store, monkeypa
 
 
 def test_a_server_error_is_psycopgs_own_and_leaves_the_connection_usable(store: Store) -> None:
-    conn = _connection(store)
+    conn = pooled_connection(store)
     lone = conn.lone_writes()
     for _ in range(2):  # unprepared, then failing to prepare
         with pytest.raises(psycopg.errors.UndefinedTable, match="no_such_table"):
@@ -92,7 +76,7 @@ def test_a_server_error_is_psycopgs_own_and_leaves_the_connection_usable(store: 
 def test_a_lost_connection_is_an_operational_error_and_the_store_carries_on(
         store: Store, postgres_server: PostgresTestServer) -> None:
     record = store.heuristics.add(make("heuristic", 1))
-    conn = _connection(store)
+    conn = pooled_connection(store)
     lone = conn.lone_writes()
     pid = conn.info.backend_pid
     with psycopg.connect(postgres_server.base_url, autocommit=True) as admin:
@@ -105,7 +89,7 @@ def test_a_lost_connection_is_an_operational_error_and_the_store_carries_on(
 
 
 def test_a_write_inside_a_transaction_goes_through_psycopg(store: Store) -> None:
-    conn = _connection(store)
+    conn = pooled_connection(store)
     with conn.transaction():
         assert not conn.lone_writes().usable()
     assert conn.lone_writes().usable()
