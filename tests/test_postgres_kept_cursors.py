@@ -5,41 +5,26 @@ read row by row get cursors of their own, and a borrowed pool's connections keep
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from psycopg_pool import ConnectionPool
+from tests.postgres_one_connection import pooled_connection, store
 from tests.postgres_server import PostgresTestServer, postgres_server
 
 import mnemostore
 from mnemostore.backends.postgres import PostgresBackend
-from mnemostore.backends.postgres.own_connections import OwnAsyncConnection, OwnConnection
+from mnemostore.backends.postgres.own_connections import OwnAsyncConnection
 from mnemostore.core.errors import ValidationError
 from mnemostore.core.filters import F
 from mnemostore.core.store import Store
 from mnemostore.testing.factories import make
 
-__all__ = ["postgres_server"]
-
-
-@pytest.fixture
-def store(postgres_server: PostgresTestServer) -> Iterator[Store]:
-    with mnemostore.open(postgres_server.url(pool_max_size="1")) as opened:
-        yield opened
-
-
-def _connection(store: Store) -> OwnConnection:
-    """The pool's one connection (the pool holds one): the one every call of `store` runs on."""
-    backend = store.backend
-    assert isinstance(backend, PostgresBackend)
-    with backend._connection() as conn:
-        assert isinstance(conn, OwnConnection)
-        return conn
+__all__ = ["postgres_server", "store"]
 
 
 def test_lone_statements_reuse_their_kind_of_cursor_and_each_gets_its_own_result(store: Store) -> None:
     records = [store.heuristics.add(make("heuristic", i, agent=f"agent-{i % 2}")) for i in range(6)]  # upserts
-    conn = _connection(store)
+    conn = pooled_connection(store)
     text_cursor = conn.kept_cursors[False, False]
     assert [store.heuristics.count(where=F.agent == f"agent-{n}") for n in (0, 1, 0)] == [3, 3, 3]
     reinforced = store.heuristics.reinforce(records[2].id, True)  # UPDATE ... RETURNING, binary: one row
@@ -50,7 +35,7 @@ def test_lone_statements_reuse_their_kind_of_cursor_and_each_gets_its_own_result
     assert set(conn.kept_cursors) == {(False, False), (False, True)}
     result = conn.kept_cursors[False, True].pgresult
     assert result is not None and result.ntuples == 1, "a kept cursor holds the rows a read asked for"
-    assert _connection(store) is conn
+    assert pooled_connection(store) is conn
 
 
 def test_a_failed_statement_leaves_the_kept_cursor_usable(store: Store) -> None:
@@ -60,7 +45,7 @@ def test_a_failed_statement_leaves_the_kept_cursor_usable(store: Store) -> None:
         store.heuristics.update(record.id, inc={"occurrence_count": 1})  # the server refuses: out of range
     assert store.heuristics.update(record.id, inc={"success_count": 1}).success_count == record.success_count + 1
     assert store.heuristics.count() == 1
-    assert _connection(store).kept_cursors
+    assert pooled_connection(store).kept_cursors
 
 
 def test_a_borrowed_pools_connections_keep_no_cursors(store: Store, postgres_server: PostgresTestServer) -> None:

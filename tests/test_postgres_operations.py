@@ -247,27 +247,29 @@ def test_batch_with_existing_ids_upserts_through_copy(store: Store) -> None:
 
 def test_a_small_batch_is_one_statement_and_a_larger_one_executemany(store: Store,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """2 to 8 records of distinct ids are one multi-row statement psycopg sends as it is (a raw cursor:
-    one round trip, atomic by itself); 9 go as executemany; both write what they were given."""
-    sent: list[tuple[str, str]] = []
-    for name in ("execute", "executemany"):
-        original = getattr(psycopg.Cursor, name)
+    """2 to 8 records of distinct ids are one multi-row statement sent as it is ($n placeholders: one round
+    trip, atomic by itself), a lone write run at the libpq level; 9 go as executemany; both write what they
+    were given."""
+    from mnemostore.backends.postgres.lone_writes import LoneWrites
 
-        def spy(self: psycopg.Cursor[Any], *args: Any, _original: Any = original, _name: str = name,
-                **kwargs: Any) -> Any:
+    sent: list[tuple[str, str]] = []
+    for owner, name in ((psycopg.Cursor, "execute"), (psycopg.Cursor, "executemany"), (LoneWrites, "run")):
+        original = getattr(owner, name)
+
+        def spy(self: Any, *args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
             sent.append((type(self).__name__, _name))
             return _original(self, *args, **kwargs)
 
-        monkeypatch.setattr(psycopg.Cursor, name, spy)
+        monkeypatch.setattr(owner, name, spy)
     matrix = vectors(20, 8, seed=3)
     store.embeddings.put([make("embedding", 0, embedding=matrix[0])])  # the table, looked up once
     sent.clear()
     small = [make("embedding", i, embedding=matrix[i]) for i in range(1, 4)]
     store.embeddings.put(small)
-    assert sent == [("RawCursor", "execute")]
+    assert sent == [("LoneWrites", "run")]
     sent.clear()
     store.embeddings.put([make("embedding", i, embedding=matrix[i]) for i in range(4, 13)])
-    assert ("Cursor", "executemany") in sent and ("RawCursor", "execute") not in sent
+    assert ("Cursor", "executemany") in sent and ("LoneWrites", "run") not in sent
     changed = small[0].model_copy(update={"text": "changed"})
     store.embeddings.put([changed, make("embedding", 13, embedding=matrix[13])], keep_existing=True)
     assert store.embeddings.count() == 14 and store.embeddings.get(small[0].id) == small[0]

@@ -6,7 +6,8 @@ vector column: schema.py; filters: sql_filters.py; the tenant policies of the
 `row_security` option: row_security.py. The protocol's calls are plans (plans.py: their
 statements in statements.py, rows decoded by rows.py) run by sync_driver.py here and by the
 native async side (async_side.py) under `open_async`; the connections of both pools keep their
-cursors (own_connections.py). The driver is imported when a store is opened, not before.
+cursors (own_connections.py), and the sync pool's run lone writes at the libpq level
+(lone_writes.py). The driver is imported when a store is opened, not before.
 """
 
 from __future__ import annotations

@@ -61,6 +61,11 @@ class JsonbBytes(bytes):
     """A JSON document already serialised by orjson, sent as JSONB (see adapters.py)."""
 
 
+class TextArray(list[str]):
+    """A list column's ids, sent as a binary `text[]` (see adapters.py): psycopg's own list dumper
+    costs ~8 us a list (a regex per element to decide its quoting)."""
+
+
 def offset_column(name: str) -> str:
     return f"{name}_utcoffset_us"
 
@@ -171,7 +176,7 @@ class KindLayout:
             else:
                 row.append(value)
         row.extend(offsets)
-        row.extend(data[name] for name in self.lists)
+        row.extend(None if data[name] is None else TextArray(data[name]) for name in self.lists)
         row.extend(self.encode_binary(name, data[name]) for name in self.binary)
         row.append(self.encode_doc(data))
         row.append(JsonbBytes(orjson.dumps(data["metadata"])))

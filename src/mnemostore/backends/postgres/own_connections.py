@@ -14,16 +14,26 @@ from typing import Any
 
 import psycopg
 
+from .lone_writes import LoneWrites
+
 CursorKey = tuple[bool, bool]
 """(raw: the server's $n placeholders, binary results)."""
 
 
 class OwnConnection(psycopg.Connection[tuple[Any, ...]]):
-    """A connection of the sync backend's own pool (`connection_class`), with its kept cursors."""
+    """A connection of the sync backend's own pool (`connection_class`), with its kept cursors and
+    its lone writes (made at the first, once the pool's `configure` has registered the adapters)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.kept_cursors: dict[CursorKey, psycopg.Cursor[Any]] = {}
+        self.lone: LoneWrites | None = None
+
+    def lone_writes(self) -> LoneWrites:
+        lone = self.lone
+        if lone is None:
+            lone = self.lone = LoneWrites(self)
+        return lone
 
 
 class OwnAsyncConnection(psycopg.AsyncConnection[tuple[Any, ...]]):

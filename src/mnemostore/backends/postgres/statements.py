@@ -24,10 +24,10 @@ STATEMENT_CACHE_SIZE = 512
 """Rendered statements kept per store (one per kind, statement and filter shape); past that
 the cache starts again (a program cycling through more filter shapes only renders again)."""
 OPERATORS = {"cosine": "<=>", "dot": "<#>", "l2": "<->"}
-_TYPE_OIDS = {str: 25, int: 20, float: 701, bool: 16}
-_TEXT_ARRAY_OID = 1009
+TYPE_OIDS = {str: 25, int: 20, float: 701, bool: 16}
+TEXT_ARRAY_OID = 1009
 _TYPE_NAMES = {25: "text", 20: "bigint", 701: "double precision", 16: "boolean", 17: "bytea", 3802: "jsonb",
-               _TEXT_ARRAY_OID: "text[]"}
+               TEXT_ARRAY_OID: "text[]"}
 
 
 class Statements:
@@ -297,9 +297,9 @@ class Statements:
     def copy_types(self, kind_layout: KindLayout) -> list[int]:
         """The OIDs of `write_columns`, for binary COPY."""
         oids = [25, 25]
-        oids += [_TYPE_OIDS.get(kind_layout.types[name], 20) for name in kind_layout.fields]
+        oids += [TYPE_OIDS.get(kind_layout.types[name], 20) for name in kind_layout.fields]
         oids += [20] * len(kind_layout.datetimes)
-        oids += [_TEXT_ARRAY_OID] * len(kind_layout.lists)
+        oids += [TEXT_ARRAY_OID] * len(kind_layout.lists)
         oids += [17] * len(kind_layout.binary)
         return [*oids, 17, 3802, self.vector_oid]
 

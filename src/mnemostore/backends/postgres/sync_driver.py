@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
+from .own_connections import OwnConnection
 from .steps import Connect, Copy, Pipelined, Plan, Prepare, Run, RunMany, cursor_for
 
 if TYPE_CHECKING:
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     Connection = psycopg.Connection[tuple[Any, ...]]
 
 T = TypeVar("T")
+_LONE = ("none", "rowcount")
+"""Results of the statements `LoneWrites` can run: none or a row count (lone_writes.py)."""
 
 
 def run(backend: PostgresBackend, plan: Plan[T]) -> T:
@@ -78,6 +81,11 @@ def _steps(conn: Connection, plan: Plan[T]) -> T:
 def _execute(conn: Connection, step: Any) -> Any:
     kind = type(step)
     if kind is Run:
+        if step.result in _LONE and type(conn) is OwnConnection:  # a write alone: at the libpq level
+            lone = conn.lone_writes()
+            if lone.usable():
+                count = lone.run(step)
+                return count if step.result == "rowcount" else None
         cursor = _cursor(conn, step)
         cursor.execute(step.statement, step.params)
         return _result(cursor, step)
