@@ -6,17 +6,20 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, cast
 
 import orjson
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
     Item,
     ListNamespacesOp,
     MatchCondition,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -27,6 +30,7 @@ from langgraph.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
+from langgraph.store.base import _validate_namespace as _validate_put_namespace  # what `BaseStore.put` runs
 
 from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
@@ -135,13 +139,34 @@ class MnemostoreStore(BaseStore):
         self._bridge.driven.require(VECTOR_METRICS[params.metric], "MnemostoreStore query search")
         return dims
 
+    # one put ------------------------------------------------------------------------------
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+            index: Literal[False] | list[str] | None = None, *, ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """`BaseStore.put`. A put of a dict under a tuple namespace and a string key, with no index to
+        embed for and no TTL, is checked as `BaseStore.put` and a batch of one check it (the namespace
+        once per namespace: `_put_namespace`) and written without the op and batch around it."""
+        if (type(value) is dict and type(key) is str and type(namespace) is tuple and self.embeddings is None
+                and (ttl is NOT_PROVIDED or ttl is None) and self.ttl_config is None):
+            try:
+                _put_namespace(self.scope, namespace)
+            except TypeError:  # a label that does not hash is no string: `BaseStore.put` says so
+                pass
+            else:
+                _check_key(key)
+                _check_value(value)
+                self._put_plain(namespace, key, value)
+                return
+        super().put(namespace, key, value, index, ttl=ttl)
+
     # batches ------------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops: reads see the store as it was before the batch's writes (as in InMemoryStore)."""
-        if type(ops) is list and len(ops) == 1 and self.embeddings is None:  # `put`'s batch of one
+        if type(ops) is list and len(ops) == 1 and self.embeddings is None:  # a batch of one put
             op = ops[0]
             if type(op) is PutOp and type(op.namespace) is tuple and type(op.value) is dict:
-                self._put_plain(op)
+                validate_op_namespace(op)
+                self._check_put(op)
+                self._put_plain(op.namespace, op.key, cast("dict[str, Any]", op.value))
                 return [None]
         plan = self._plan(ops)
         embeddings = self.embeddings
@@ -192,14 +217,12 @@ class MnemostoreStore(BaseStore):
                     plan.texts[item_key] = self._texts(dict(op.value), op.index)
         return plan
 
-    def _put_plain(self, op: PutOp) -> None:
-        """One put of a dict value on a store without an index (so no vector, no shard): the checks and
-        the record a batch gives it (`_plan`, `_write`), in one store call without a batch's planning."""
-        validate_op_namespace(op)
-        self._check_put(op)
+    def _put_plain(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
+        """One put of a dict value, checked as a batch checks it (`_check_put`), on a store without an
+        index (so no vector, no shard): the record a batch gives it (`_write`), in one store call without
+        a batch's planning."""
         now = utcnow()
-        records = mapping.records_for(self.scope, op.namespace, op.key, cast("dict[str, Any]", op.value), (), "",
-                                      now, now)
+        records = mapping.records_for(self.scope, namespace, key, value, (), "", now, now)
         bridge = self._bridge
         bridge.run(self._items_in(bridge.driven)._put_built(records, keep_created=True))
 
@@ -210,9 +233,7 @@ class MnemostoreStore(BaseStore):
         _check_key(op.key)
         if op.value is not None:
             mapping.check_namespace(self.scope, op.namespace)
-            problem = find_json_problem(op.value, "value")
-            if problem is not None:
-                raise ValidationError([problem])
+            _check_value(op.value)
 
     def _texts(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
         """The texts to embed, in path order; "$" is the whole value as JSON (as InMemoryStore embeds it)."""
@@ -509,6 +530,21 @@ def _check_key(key: Any) -> None:
     if not isinstance(key, str):
         raise ValidationError.one("key", f"must be a string, not {type(key).__name__}")
     mapping.check_key(key)
+
+
+def _check_value(value: Mapping[str, Any]) -> None:
+    problem = find_json_problem(value, "value")
+    if problem is not None:
+        raise ValidationError([problem])
+
+
+@lru_cache(maxsize=4096)
+def _put_namespace(scope: str, namespace: Namespace) -> None:
+    """A `put`'s namespace checked once per namespace, as `BaseStore.put` (LangGraph's rules: not empty,
+    labels, root) and then the record (`check_namespace`) check it: a refused one raises, which the
+    cache never keeps."""
+    _validate_put_namespace(namespace)
+    mapping.check_namespace(scope, namespace)
 
 
 def _check_page(limit: Any, offset: Any) -> None:
