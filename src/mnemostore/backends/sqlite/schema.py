@@ -194,6 +194,9 @@ class Layout:
         documents, fields = Verdicts(), [(name, Verdicts()) for name in binary]  # whether compressing pays
         packed = _binary_packer(fields)
 
+        if not binary and "state" not in record_type(self.kind).model_fields:
+            return _plain_encoder(get_plain, converters, documents)
+
         def encode(record: Record) -> tuple[Any, ...]:
             data = record.__dict__
             converted = [None if (value := data[name]) is None else conv(value) for name, conv in converters]
@@ -206,6 +209,38 @@ class Layout:
                     *packed(data))
 
         return encode
+
+
+def _plain_encoder(get_plain: Callable[[dict[str, Any]], tuple[Any, ...]],
+                   converters: Sequence[tuple[str, Callable[[Any], int]]],
+                   documents: Verdicts) -> Callable[[Record], tuple[Any, ...]]:
+    """`row_encoder` for a kind with no bytes fields and no checkpoint `state` (items, heuristics, an
+    application's kinds): the same row, its document dumped here as `codec.encode_document` dumps it,
+    without the calls that look for what such a record never holds (~1 us of ~3 a record)."""
+    dumps, default = orjson.dumps, codec.json_default
+    names = [name for name, _ in converters]
+    if names == ["created_at", "updated_at"]:  # the shared datetimes only: no loop to run
+        micros = codec.instant_micros
+
+        def encode_times(data: dict[str, Any]) -> tuple[Any, ...]:
+            return (None if (created := data["created_at"]) is None else micros(created),
+                    None if (updated := data["updated_at"]) is None else micros(updated))
+    else:
+        def encode_times(data: dict[str, Any]) -> tuple[Any, ...]:
+            return tuple(None if (value := data[name]) is None else conv(value) for name, conv in converters)
+
+    def encode(record: Record) -> tuple[Any, ...]:
+        data = record.__dict__
+        embedding = data["embedding"]
+        metadata = data["metadata"]
+        document = data.copy()
+        del document["embedding"]
+        return (data["tenant_id"] or "", *get_plain(data), *encode_times(data),
+                None if embedding is None else embedding.tobytes(),
+                dumps(metadata).decode() if metadata else None,
+                deflate(dumps(document, default=default), pays_at=PAYS_AT, verdicts=documents))
+
+    return encode
 
 
 def _binary_packer(fields: list[tuple[str, Verdicts]]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:

@@ -143,16 +143,18 @@ class MnemostoreStore(BaseStore):
     def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
             index: Literal[False] | list[str] | None = None, *, ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
         """`BaseStore.put`. A put of a dict under a tuple namespace and a string key, with no index to
-        embed for and no TTL, is checked as `BaseStore.put` and a batch of one check it (the namespace
-        once per namespace: `_put_namespace`) and written without the op and batch around it."""
+        embed for and no TTL, is checked as `BaseStore.put` and a batch of one check it, in their order
+        (LangGraph's namespace rules once per namespace: `_put_namespace`), and written without the op
+        and batch around it."""
         if (type(value) is dict and type(key) is str and type(namespace) is tuple and self.embeddings is None
                 and (ttl is NOT_PROVIDED or ttl is None) and self.ttl_config is None):
             try:
-                _put_namespace(self.scope, namespace)
+                _put_namespace(namespace)
             except TypeError:  # a label that does not hash is no string: `BaseStore.put` says so
                 pass
             else:
                 _check_key(key)
+                mapping.check_namespace(self.scope, namespace)
                 _check_value(value)
                 self._put_plain(namespace, key, value)
                 return
@@ -539,12 +541,10 @@ def _check_value(value: Mapping[str, Any]) -> None:
 
 
 @lru_cache(maxsize=4096)
-def _put_namespace(scope: str, namespace: Namespace) -> None:
-    """A `put`'s namespace checked once per namespace, as `BaseStore.put` (LangGraph's rules: not empty,
-    labels, root) and then the record (`check_namespace`) check it: a refused one raises, which the
-    cache never keeps."""
+def _put_namespace(namespace: Namespace) -> None:
+    """A `put`'s namespace checked by LangGraph's rules as `BaseStore.put` checks it (not empty, labels,
+    root), once per namespace: a refused one raises, which the cache never keeps."""
     _validate_put_namespace(namespace)
-    mapping.check_namespace(scope, namespace)
 
 
 def _check_page(limit: Any, offset: Any) -> None:
