@@ -223,8 +223,9 @@ def _plain_encoder(get_plain: Callable[[dict[str, Any]], tuple[Any, ...]],
         micros = codec.instant_micros
 
         def encode_times(data: dict[str, Any]) -> tuple[Any, ...]:
-            return (None if (created := data["created_at"]) is None else micros(created),
-                    None if (updated := data["updated_at"]) is None else micros(updated))
+            created, updated = data["created_at"], data["updated_at"]
+            at = None if created is None else micros(created)
+            return at, at if updated is created else None if updated is None else micros(updated)  # a new record's
     else:
         def encode_times(data: dict[str, Any]) -> tuple[Any, ...]:
             return tuple(None if (value := data[name]) is None else conv(value) for name, conv in converters)
