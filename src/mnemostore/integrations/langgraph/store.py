@@ -67,6 +67,8 @@ class _Plan:
     puts: dict[ItemKey, PutOp] = field(default_factory=dict)
     texts: dict[ItemKey, list[str]] = field(default_factory=dict)
     queries: list[str] = field(default_factory=list)
+    reads: bool = False
+    """Whether any op reads (a get, search or namespace listing): a batch of puts skips the read passes."""
 
     def own_values(self) -> None:
         """Each put's value as a copy of its own: an awaited batch must write what was checked, not what
@@ -203,7 +205,9 @@ class MnemostoreStore(BaseStore):
             if isinstance(op, PutOp):
                 self._check_put(op)
                 plan.puts[(op.namespace, op.key)] = op
-            elif isinstance(op, SearchOp):
+                continue
+            plan.reads = True
+            if isinstance(op, SearchOp):
                 store_filters.check_filter(op.filter)
                 _check_page(op.limit, op.offset)
                 if op.query and self.embeddings is not None:
@@ -263,6 +267,10 @@ class MnemostoreStore(BaseStore):
     async def _run(self, store: AsyncStore, plan: _Plan, documents: dict[str, Vector],
                    queries: dict[str, list[float]]) -> list[Result]:
         results: list[Result] = [None] * len(plan.ops)
+        if not plan.reads:
+            if plan.puts:
+                await self._write(store, plan, documents)
+            return results
         gets = [(i, op) for i, op in enumerate(plan.ops) if isinstance(op, GetOp)]
         if gets:
             found = await self._items(store, [(op.namespace, op.key) for _, op in gets])
@@ -461,13 +469,14 @@ class MnemostoreStore(BaseStore):
         reindexed: list[ItemKey] = []
         records: list[LangGraphItem] = []
         texts = plan.texts
+        indexed = self.embeddings is not None
         for item_key, op in plan.puts.items():
             if op.value is None:
                 doomed.append(item_key)
                 continue
-            if self._may_shard(op.index):
+            if indexed and self._may_shard(op.index):
                 reindexed.append(item_key)
-            vectors = [documents[text] for text in texts[item_key]] if item_key in texts else ()
+            vectors = [documents[text] for text in texts[item_key]] if indexed and item_key in texts else ()
             value = cast("dict[str, Any]", op.value)  # a dict since `_normalised` (a string: no alias made per item)
             records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
         items = self._items_in(store)
