@@ -686,3 +686,34 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
             assert validated.embedding.tolist() == record.embedding.tolist()
         assert (item.id, item.namespace, shard.id, shard.namespace) == (
             ident, fields["namespace"], ident + "#1", store_mapping.shard_root("langgraph") + fields["namespace"][10:])
+
+
+def _outcome(call: Callable[[], object], lg: MnemostoreStore, namespace: Any, key: Any) -> object:
+    """What a put did: the error it raised (type and message), or the item it left (None: deleted)."""
+    try:
+        call()
+    except Exception as refused:
+        return type(refused), str(refused)
+    item = lg.get(namespace, str(key))
+    return None if item is None else (item.value, item.created_at == item.updated_at)
+
+
+@settings(max_examples=60, deadline=None)
+@given(namespace=st.lists(labels | st.sampled_from(["langgraph", "a.b", "", 7]), max_size=3).map(tuple)
+       | st.just(["as", "list"]),
+       key=labels | st.sampled_from(["", "k\x00", 7]),
+       value=st.dictionaries(st.text(max_size=4), item_values, max_size=2) | st.just(None),
+       ttl=st.sampled_from([None, None, 5.0]))
+def test_a_plain_put_checks_and_writes_what_a_batch_of_one_does(namespace: Any, key: Any, value: Any,
+                                                                ttl: float | None) -> None:
+    """`MnemostoreStore.put` writes a plain put without the batch around it: it refuses exactly what
+    `BaseStore.put` (a batch of one) refuses, with the same error, and otherwise stores the same item."""
+    from langgraph.store.base import BaseStore
+
+    with mnemostore.open(f"memory://{uuid.uuid4().hex}") as opened:
+        direct, batched = MnemostoreStore(opened, scope="direct"), MnemostoreStore(opened, scope="batched")
+        for _ in range(2):  # the second time, the namespace's checks are cached
+            ours = _outcome(lambda: direct.put(namespace, key, value, ttl=ttl), direct, namespace, key)
+            reference = _outcome(lambda: BaseStore.put(batched, namespace, key, value, ttl=ttl), batched,
+                                 namespace, key)
+            assert ours == reference

@@ -346,8 +346,7 @@ class SQLiteBackend(Backend):
             row = [value for record in records for value in encode(record)]
             self.db.one_write(lambda conn: conn.execute(sql, row).close())
             return
-        sql = prepared.insert_new if keep_existing else prepared.insert
-        rows = [encode(record) for record in records]
+        sql, rows = prepared.batch_insert([encode(record) for record in records], keep_existing)
         self.db.write(lambda conn: conn.executemany(sql, rows).close())
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
@@ -627,9 +626,10 @@ def _insert_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records
     stored before this transaction has a seq up to the largest then; SQLite gives an inserted row a
     larger one (an INTEGER PRIMARY KEY takes the largest plus one)."""
     before = conn.execute(f"SELECT max(seq) FROM {prepared.layout.table}").fetchone()[0]
+    sql, lean = prepared.batch_insert(rows, before is not None)
     if before is None:
-        conn.executemany(prepared.insert, rows).close()
-    elif _changes(conn.executemany(prepared.insert_new, rows)) != len(rows):
+        conn.executemany(sql, lean).close()
+    elif _changes(conn.executemany(sql, lean)) != len(rows):
         _replace_keeping_created(conn, prepared, records, None, before)
 
 

@@ -6,17 +6,20 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, cast
 
 import orjson
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
     IndexConfig,
     Item,
     ListNamespacesOp,
     MatchCondition,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -27,6 +30,7 @@ from langgraph.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
+from langgraph.store.base import _validate_namespace as _validate_put_namespace  # what `BaseStore.put` runs
 
 from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
@@ -63,6 +67,8 @@ class _Plan:
     puts: dict[ItemKey, PutOp] = field(default_factory=dict)
     texts: dict[ItemKey, list[str]] = field(default_factory=dict)
     queries: list[str] = field(default_factory=list)
+    reads: bool = False
+    """Whether any op reads (a get, search or namespace listing): a batch of puts skips the read passes."""
 
     def own_values(self) -> None:
         """Each put's value as a copy of its own: an awaited batch must write what was checked, not what
@@ -135,13 +141,36 @@ class MnemostoreStore(BaseStore):
         self._bridge.driven.require(VECTOR_METRICS[params.metric], "MnemostoreStore query search")
         return dims
 
+    # one put ------------------------------------------------------------------------------
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
+            index: Literal[False] | list[str] | None = None, *, ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """`BaseStore.put`. A put of a dict under a tuple namespace and a string key, with no index to
+        embed for and no TTL, is checked as `BaseStore.put` and a batch of one check it, in their order
+        (LangGraph's namespace rules once per namespace: `_put_namespace`), and written without the op
+        and batch around it."""
+        if (type(value) is dict and type(key) is str and type(namespace) is tuple and self.embeddings is None
+                and (ttl is NOT_PROVIDED or ttl is None) and self.ttl_config is None):
+            try:
+                _put_namespace(namespace)
+            except TypeError:  # a label that does not hash is no string: `BaseStore.put` says so
+                pass
+            else:
+                _check_key(key)
+                mapping.check_namespace(self.scope, namespace)
+                _check_value(value)
+                self._put_plain(namespace, key, value)
+                return
+        super().put(namespace, key, value, index, ttl=ttl)
+
     # batches ------------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops: reads see the store as it was before the batch's writes (as in InMemoryStore)."""
-        if type(ops) is list and len(ops) == 1 and self.embeddings is None:  # `put`'s batch of one
+        if type(ops) is list and len(ops) == 1 and self.embeddings is None:  # a batch of one put
             op = ops[0]
             if type(op) is PutOp and type(op.namespace) is tuple and type(op.value) is dict:
-                self._put_plain(op)
+                validate_op_namespace(op)
+                self._check_put(op)
+                self._put_plain(op.namespace, op.key, cast("dict[str, Any]", op.value))
                 return [None]
         plan = self._plan(ops)
         embeddings = self.embeddings
@@ -176,7 +205,9 @@ class MnemostoreStore(BaseStore):
             if isinstance(op, PutOp):
                 self._check_put(op)
                 plan.puts[(op.namespace, op.key)] = op
-            elif isinstance(op, SearchOp):
+                continue
+            plan.reads = True
+            if isinstance(op, SearchOp):
                 store_filters.check_filter(op.filter)
                 _check_page(op.limit, op.offset)
                 if op.query and self.embeddings is not None:
@@ -192,14 +223,12 @@ class MnemostoreStore(BaseStore):
                     plan.texts[item_key] = self._texts(dict(op.value), op.index)
         return plan
 
-    def _put_plain(self, op: PutOp) -> None:
-        """One put of a dict value on a store without an index (so no vector, no shard): the checks and
-        the record a batch gives it (`_plan`, `_write`), in one store call without a batch's planning."""
-        validate_op_namespace(op)
-        self._check_put(op)
+    def _put_plain(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
+        """One put of a dict value, checked as a batch checks it (`_check_put`), on a store without an
+        index (so no vector, no shard): the record a batch gives it (`_write`), in one store call without
+        a batch's planning."""
         now = utcnow()
-        records = mapping.records_for(self.scope, op.namespace, op.key, cast("dict[str, Any]", op.value), (), "",
-                                      now, now)
+        records = mapping.records_for(self.scope, namespace, key, value, (), "", now, now)
         bridge = self._bridge
         bridge.run(self._items_in(bridge.driven)._put_built(records, keep_created=True))
 
@@ -210,9 +239,7 @@ class MnemostoreStore(BaseStore):
         _check_key(op.key)
         if op.value is not None:
             mapping.check_namespace(self.scope, op.namespace)
-            problem = find_json_problem(op.value, "value")
-            if problem is not None:
-                raise ValidationError([problem])
+            _check_value(op.value)
 
     def _texts(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
         """The texts to embed, in path order; "$" is the whole value as JSON (as InMemoryStore embeds it)."""
@@ -240,6 +267,10 @@ class MnemostoreStore(BaseStore):
     async def _run(self, store: AsyncStore, plan: _Plan, documents: dict[str, Vector],
                    queries: dict[str, list[float]]) -> list[Result]:
         results: list[Result] = [None] * len(plan.ops)
+        if not plan.reads:
+            if plan.puts:
+                await self._write(store, plan, documents)
+            return results
         gets = [(i, op) for i, op in enumerate(plan.ops) if isinstance(op, GetOp)]
         if gets:
             found = await self._items(store, [(op.namespace, op.key) for _, op in gets])
@@ -438,13 +469,14 @@ class MnemostoreStore(BaseStore):
         reindexed: list[ItemKey] = []
         records: list[LangGraphItem] = []
         texts = plan.texts
+        indexed = self.embeddings is not None
         for item_key, op in plan.puts.items():
             if op.value is None:
                 doomed.append(item_key)
                 continue
-            if self._may_shard(op.index):
+            if indexed and self._may_shard(op.index):
                 reindexed.append(item_key)
-            vectors = [documents[text] for text in texts[item_key]] if item_key in texts else ()
+            vectors = [documents[text] for text in texts[item_key]] if indexed and item_key in texts else ()
             value = cast("dict[str, Any]", op.value)  # a dict since `_normalised` (a string: no alias made per item)
             records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
         items = self._items_in(store)
@@ -509,6 +541,19 @@ def _check_key(key: Any) -> None:
     if not isinstance(key, str):
         raise ValidationError.one("key", f"must be a string, not {type(key).__name__}")
     mapping.check_key(key)
+
+
+def _check_value(value: Mapping[str, Any]) -> None:
+    problem = find_json_problem(value, "value")
+    if problem is not None:
+        raise ValidationError([problem])
+
+
+@lru_cache(maxsize=4096)
+def _put_namespace(namespace: Namespace) -> None:
+    """A `put`'s namespace checked by LangGraph's rules as `BaseStore.put` checks it (not empty, labels,
+    root), once per namespace: a refused one raises, which the cache never keeps."""
+    _validate_put_namespace(namespace)
 
 
 def _check_page(limit: Any, offset: Any) -> None:

@@ -101,19 +101,20 @@ def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[st
     """The item's record (with its first vector) and one shard per further vector, built as validation
     would build them, without pydantic's pass: the key, namespace, value and model were checked
     (`check_key`, `check_namespace`, the value's JSON check, the model's text) and each vector is a
-    validated one (`vectors.as_vector`: float32, finite, the index's dimension)."""
+    validated one (`vectors.as_vector`: float32, finite, the index's dimension). Each record's fields are
+    exactly the kind's (`trusted_record(complete=True)`: no comparison of field names per record)."""
     encoded = encode_namespace(namespace)
     ident = item_id(scope, namespace, key)
     if not vectors:
         return [trusted_record(LangGraphItem, {  # type: ignore[list-item]
             "id": ident, "tenant_id": None, "agent": None, "project_id": None, "created_at": created_at,
             "updated_at": updated_at, "metadata": value, "embedding": None, "namespace": item_root(scope) + encoded,
-            "key": key, "model": ""})]
+            "key": key, "model": ""}, complete=True)]
     return [trusted_record(LangGraphItem, {  # type: ignore[misc]
         "id": ident if n == 0 else f"{ident}{SHARD_MARK}{n}", "tenant_id": None, "agent": None, "project_id": None,
         "created_at": created_at, "updated_at": updated_at, "metadata": value, "embedding": vector,
-        "namespace": (item_root(scope) if n == 0 else shard_root(scope)) + encoded, "key": key, "model": model})
-        for n, vector in enumerate(vectors)]
+        "namespace": (item_root(scope) if n == 0 else shard_root(scope)) + encoded, "key": key, "model": model},
+        complete=True) for n, vector in enumerate(vectors)]
 
 
 def where_it_lives(record: LangGraphItem) -> tuple[tuple[str, ...], str]:
