@@ -688,6 +688,24 @@ def test_an_item_record_is_what_validation_makes_of_its_fields(namespace: list[s
             ident, fields["namespace"], ident + "#1", store_mapping.shard_root("langgraph") + fields["namespace"][10:])
 
 
+def test_without_langgraphs_private_namespace_check_put_takes_base_stores_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain put reuses LangGraph's private `_validate_namespace`; a LangGraph without it must
+    still refuse what `BaseStore.put` refuses and store the rest."""
+    from langgraph.store.base import InvalidNamespaceError
+
+    from mnemostore.integrations.langgraph import store as store_module
+
+    monkeypatch.setattr(store_module, "_validate_put_namespace", None)
+    with mnemostore.open(f"memory://{uuid.uuid4().hex}") as opened:
+        lg = MnemostoreStore(opened)
+        with pytest.raises(InvalidNamespaceError, match="langgraph"):
+            lg.put(("langgraph", "x"), "k", {"a": 1})
+        lg.put(("users", "u1"), "k", {"a": 1})
+        item = lg.get(("users", "u1"), "k")
+        assert item is not None and item.value == {"a": 1}
+
+
 def _outcome(call: Callable[[], object], lg: MnemostoreStore, namespace: Any, key: Any) -> object:
     """What a put did: the error it raised (type and message), or the item it left (None: deleted)."""
     try:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, cast
 
+import langgraph.store.base as langgraph_store_base
 import orjson
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
@@ -30,7 +31,6 @@ from langgraph.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
-from langgraph.store.base import _validate_namespace as _validate_put_namespace  # what `BaseStore.put` runs
 
 from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
@@ -47,6 +47,10 @@ from ...kinds.langgraph_items import LangGraphItem
 from . import store_filters
 from . import store_mapping as mapping
 from .bridge import Bridge
+
+_validate_put_namespace: Callable[[tuple[str, ...]], None] | None = getattr(
+    langgraph_store_base, "_validate_namespace", None)
+"""The check `BaseStore.put` runs. It is private: a LangGraph without it keeps `put` on BaseStore's path."""
 
 _CHUNK = 500
 """Ids or items per store call when a batch touches many."""
@@ -149,7 +153,8 @@ class MnemostoreStore(BaseStore):
         (LangGraph's namespace rules once per namespace: `_put_namespace`), and written without the op
         and batch around it."""
         if (type(value) is dict and type(key) is str and type(namespace) is tuple and self.embeddings is None
-                and (ttl is NOT_PROVIDED or ttl is None) and self.ttl_config is None):
+                and _validate_put_namespace is not None and (ttl is NOT_PROVIDED or ttl is None)
+                and self.ttl_config is None):
             try:
                 _put_namespace(namespace)
             except TypeError:  # a label that does not hash is no string: `BaseStore.put` says so
@@ -553,6 +558,7 @@ def _check_value(value: Mapping[str, Any]) -> None:
 def _put_namespace(namespace: Namespace) -> None:
     """A `put`'s namespace checked by LangGraph's rules as `BaseStore.put` checks it (not empty, labels,
     root), once per namespace: a refused one raises, which the cache never keeps."""
+    assert _validate_put_namespace is not None  # `put` takes this path only with LangGraph's check
     _validate_put_namespace(namespace)
 
 
