@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import mnemostore
-from mnemostore.backends.sqlite import wal_checkpoints
+from mnemostore.backends.sqlite import shm_descriptors, wal_checkpoints
 
 KB = 1024
 
@@ -56,7 +56,9 @@ def test_the_thread_copies_the_wal_into_the_database_beside_the_writers(
 
 def wal_frames_and_copied(db: Path) -> tuple[int, int]:
     """(mxFrame, nBackfill) from the WAL-index in the `-shm` file (https://sqlite.org/walformat.html)."""
-    header = Path(f"{db}-shm").read_bytes()[:100]
+    fd = shm_descriptors.descriptor(f"{db}-shm")  # not a file of its own: its close would drop the store's locks
+    assert fd is not None
+    header = os.pread(fd, 100, 0)
     return int.from_bytes(header[16:20], sys.byteorder), int.from_bytes(header[96:100], sys.byteorder)
 
 
@@ -97,7 +99,7 @@ def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
     if thread == "stalled":
         monkeypatch.setattr(wal_checkpoints.WalCheckpoints, "_start", lambda self: None)
     if thread == "no shared memory read":
-        monkeypatch.setattr(wal_checkpoints, "wal_bytes", lambda shm, fd=None: None)
+        monkeypatch.setattr(wal_checkpoints, "wal_bytes", lambda fd: None)
     db = tmp_path / "store.db"
     biggest = 0
     with mnemostore.open(f"sqlite:///{db}") as store:
@@ -123,22 +125,23 @@ def test_a_reset_wal_is_reused_in_place_and_its_frames_still_counted(
             store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
                                  "id": f"{batch}-{i}"} for i in range(4)])
             sizes.append(wal_size(db))
-            frames = wal_checkpoints.wal_bytes(f"{db}-shm")
+            fd = shm_descriptors.descriptor(f"{db}-shm")
+            frames = None if fd is None else wal_checkpoints.wal_bytes(fd)
             assert frames is not None and frames <= sizes[-1]
             counted.append(frames)
     assert sizes == sorted(sizes)  # never truncated
     assert max(sizes) < 256 * KB + 64 * KB
     resets = sum(1 for before, after in itertools.pairwise(counted) if after < before)
     assert resets >= 3  # 120 batches of ~8 KB went through a 256 KB WAL several times
-    assert wal_checkpoints.wal_bytes(str(tmp_path / "missing-shm")) is None
+    assert shm_descriptors.descriptor(str(tmp_path / "missing-shm")) is None
 
 
 
 def test_the_kept_header_descriptor_finds_a_shared_memory_file_made_anew(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Writers read the WAL-index header through a descriptor kept open; a `-shm` file deleted and made
-    anew (its last connection closed, another opened) is read within `REOPEN` commits, and a missing
-    one reads as unknown, as a fresh open would."""
+    """Writers read the WAL-index header through the process's descriptor of the `-shm` file; one deleted
+    and made anew (its last connection closed, another opened) is read within `REOPEN` commits, a
+    missing one reads as unknown, and the deleted one's descriptor is closed."""
     monkeypatch.setattr(wal_checkpoints, "REOPEN", 4)
     db = tmp_path / "store.db"
     shm = Path(f"{db}-shm")
@@ -150,18 +153,63 @@ def test_the_kept_header_descriptor_finds_a_shared_memory_file_made_anew(
     assert checkpoints._wal_bytes() is None
     shm.write_bytes(header(10))
     assert checkpoints._wal_bytes() == 32 + 10 * (4096 + 24)
+    first = shm.stat().st_ino
     shm.unlink()
     shm.write_bytes(header(3))
     seen = [checkpoints._wal_bytes() for _ in range(4)]
     assert seen[-1] == 32 + 3 * (4096 + 24)
+    kept = checkpoints._header_fd
+    assert kept is not None and os.fstat(kept).st_ino == shm.stat().st_ino != first
+    shm_descriptors.close_unlinked()
+    assert all(os.fstat(fd).st_nlink > 0 for fd in shm_descriptors._opened)  # the deleted file's is closed
     checkpoints.close()
     assert checkpoints._header_fd is None
-    assert checkpoints._wal_bytes() == 32 + 3 * (4096 + 24)  # closed: a fresh open each time
+    assert checkpoints._wal_bytes() == 32 + 3 * (4096 + 24)  # closed: looked up again
+
+
+_CHECKPOINT_TRUNCATE = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("INSERT INTO t VALUES (2)")
+print(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+"""
+
+
+def test_reading_the_wal_index_header_keeps_this_process_s_sqlite_locks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """POSIX locks go with any close of a descriptor of their file: a header read that closed its own
+    descriptor of the `-shm` file let another process reset the WAL under this process's open read
+    (seen as "database disk image is malformed"). A snapshot held here must keep another process's
+    TRUNCATE checkpoint busy through header reads, re-lookups and the close of a store on the file."""
+    monkeypatch.setattr(wal_checkpoints, "REOPEN", 2)
+    db = tmp_path / "store.db"
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("PRAGMA journal_mode = WAL")
+    reader.execute("CREATE TABLE t (x)")
+    reader.execute("INSERT INTO t VALUES (1)")
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM t").fetchone() == (1,)  # a snapshot the WAL must keep
+
+    def truncate_elsewhere() -> str:
+        return subprocess.run([sys.executable, "-c", _CHECKPOINT_TRUNCATE, str(db)], capture_output=True,
+                              text=True, timeout=60, check=True).stdout.strip()
+
+    assert truncate_elsewhere() == "1"  # busy: the snapshot holds it back
+    checkpoints = wal_checkpoints.WalCheckpoints(db, lambda: sqlite3.connect(db))
+    assert all(checkpoints._wal_bytes() is not None for _ in range(5))
+    checkpoints.close()
+    with mnemostore.open(f"sqlite:///{db.parent / 'other.db'}"):
+        pass
+    shm_descriptors.close_unlinked()
+    assert truncate_elsewhere() == "1"  # still busy: none of this dropped the reader's locks
+    assert reader.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    reader.execute("COMMIT")
+    reader.close()
 
 _WRITER = """
 import sys
 import mnemostore
-from mnemostore.backends.sqlite import wal_checkpoints
+from mnemostore.backends.sqlite import shm_descriptors, wal_checkpoints
 wal_checkpoints.START = 32 * 1024
 wal_checkpoints.LIMIT = 1024 * 1024
 with mnemostore.open(f"sqlite:///{sys.argv[1]}") as store:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...core.errors import BackendError, ConfigError, StoreClosed
+from . import shm_descriptors
 from .wal_checkpoints import PRAGMAS as WAL_PRAGMAS
 from .wal_checkpoints import WalCheckpoints
 
@@ -132,6 +133,7 @@ class Connections:
         self._checkpoints.close()
         for conn in idle:
             conn.close()
+        shm_descriptors.close_unlinked()  # the `-shm` file is gone if these were its last connections
 
     # transactions ---------------------------------------------------------------------
     def write(self, work: Callable[[sqlite3.Connection], T]) -> T:

@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from . import shm_descriptors
+
 START = 4 * 1024 * 1024
 """WAL bytes (about SQLite's default 1,000 pages) past which the thread is woken."""
 LIMIT = 16 * 1024 * 1024
@@ -52,22 +54,16 @@ byte order. SQLite zeroes mxFrame when it resets the WAL."""
 
 
 REOPEN = 256
-"""Header reads through one kept descriptor before it is opened again (`WalCheckpoints._wal_bytes`)."""
+"""Header reads through one descriptor before the `-shm` file is looked up again (`WalCheckpoints._wal_bytes`)."""
 
 
-def wal_bytes(shm: str, fd: int | None = None) -> int | None:
-    """The bytes of the valid frames in a database's WAL, from the WAL-index header in its `-shm`
-    file (a file's size no longer measures them once a reset WAL is reused), or None if unreadable.
-    Read through `fd`, a descriptor of `shm` kept open, if given (one system call, not three)."""
+def wal_bytes(fd: int) -> int | None:
+    """The bytes of the valid frames in a database's WAL, from the WAL-index header in its `-shm` file
+    (a file's size no longer measures them once a reset WAL is reused), read through `fd`
+    (`shm_descriptors.descriptor`: never a descriptor of its own, whose close would drop SQLite's
+    locks); None if unreadable."""
     try:
-        if fd is not None:
-            header = os.pread(fd, _HEADER, 0)
-        else:
-            fd = os.open(shm, os.O_RDONLY)
-            try:
-                header = os.read(fd, _HEADER)  # a new descriptor reads from the start
-            finally:
-                os.close(fd)
+        header = os.pread(fd, _HEADER, 0)
     except OSError:
         return None
     if len(header) < _HEADER:
@@ -118,20 +114,15 @@ class WalCheckpoints:
         return False
 
     def _wal_bytes(self) -> int | None:
-        """`wal_bytes` through a descriptor kept open, opened again every `REOPEN` reads: a `-shm` file
-        SQLite deleted (its last connection closed) and a later connection made anew is then read."""
+        """`wal_bytes` through the process's descriptor of the `-shm` file, looked up again every `REOPEN`
+        reads: a file SQLite deleted (its last connection closed) and a later connection made anew is
+        then read."""
         with self._header_lock:
             fd = self._header_fd
             self._header_reads += 1
-            if fd is not None and self._header_reads % REOPEN == 0:
-                os.close(fd)
-                fd = self._header_fd = None
-            if fd is None and not self._closed:
-                try:
-                    fd = self._header_fd = os.open(self._shm, os.O_RDONLY | os.O_CLOEXEC)
-                except OSError:
-                    return wal_bytes(self._shm)  # no file yet: None, as a fresh open finds
-            return wal_bytes(self._shm, fd)
+            if fd is None or self._header_reads % REOPEN == 0:
+                fd = self._header_fd = shm_descriptors.descriptor(self._shm)
+            return None if fd is None else wal_bytes(fd)
 
     def _start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -191,9 +182,7 @@ class WalCheckpoints:
             self._closed = True
             thread = self._thread
         with self._header_lock:
-            if self._header_fd is not None:
-                os.close(self._header_fd)
-                self._header_fd = None
+            self._header_fd = None  # the process's, not ours to close (`shm_descriptors`)
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join()
