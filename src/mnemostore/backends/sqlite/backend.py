@@ -387,12 +387,8 @@ class SQLiteBackend(Backend):
         compiled = self._shape_select(layout, tenant, shape, values, limit, False)
         if compiled is None or compiled[0].mode == "seqs":
             return None
-        select, args = compiled
-        if select.mode == "whole" and limit is not None:
-            args.append(limit)
-        sql, decode = select.sql, layout.document_decoder
-        rows = self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
-        return [decode(row) for row in rows]
+        decode = layout.document_decoder
+        return [decode(row) for row in self._rows(*compiled, limit)]
 
     def _shape_select(self, layout: Layout, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
                       limit: int | None, vectors: bool) -> tuple[Select, list[Any]] | None:
@@ -415,15 +411,11 @@ class SQLiteBackend(Backend):
     def _select(self, layout: Layout, select: Select, args: list[Any], limit: int | None,
                 vectors: bool) -> list[Record]:
         """Run a `Select` with its arguments (the tenant first; the limit is appended here)."""
+        if select.mode != "seqs":
+            return schema.decode_rows(layout, self._rows(select, args, limit))
         sql = select.sql
-        if select.mode == "first":
-            rows = self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
-            return schema.decode_rows(layout, rows)
         if limit is not None:
             args.append(limit)
-        if select.mode == "whole":
-            rows = self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
-            return schema.decode_rows(layout, rows)
 
         def work(conn: sqlite3.Connection) -> list[Record]:
             seqs = [seq for seq, in conn.execute(sql, args)]
@@ -431,6 +423,13 @@ class SQLiteBackend(Backend):
             return [found[seq] for seq in seqs]
 
         return self.db.read(work)
+
+    def _rows(self, select: Select, args: list[Any], limit: int | None) -> list[Any]:
+        """The rows of a one-statement `Select` ("first", or "whole" with the limit appended here)."""
+        if select.mode == "whole" and limit is not None:
+            args.append(limit)
+        sql = select.sql
+        return self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
 
     def query_values(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
                      limit: int | None, fields: Sequence[str]) -> list[tuple[Any, ...]]:
