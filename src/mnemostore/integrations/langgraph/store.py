@@ -34,6 +34,7 @@ from langgraph.store.base import (
 
 from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
+from ...core.collection import Collection
 from ...core.capabilities import VECTOR_METRICS, Capability
 from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
@@ -111,6 +112,9 @@ class MnemostoreStore(BaseStore):
         register_kind(LangGraphItem)  # registered when its module was imported, unless forgotten since
         self.store = store
         self._item_collection: tuple[AsyncStore, AsyncCollection[LangGraphItem]] | None = None
+        self._sync = store if isinstance(store, Store) else None
+        """The sync `Store` plain puts call straight (`_put_plain`), if given one."""
+        self._sync_items: Collection[LangGraphItem] | None = None
         self._bridge = Bridge(store, type(self).__name__)
         self.scope = mapping.check_scope(scope)
         self.index_config: IndexConfig | None = None
@@ -231,11 +235,19 @@ class MnemostoreStore(BaseStore):
     def _put_plain(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
         """One put of a dict value, checked as a batch checks it (`_check_put`), on a store without an
         index (so no vector, no shard): the record a batch gives it (`_write`), in one store call without
-        a batch's planning."""
+        a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_built`)."""
         now = utcnow()
         records = mapping.records_for(self.scope, namespace, key, value, (), "", now, now)
         bridge = self._bridge
-        bridge.run(self._items_in(bridge.driven)._put_built(records, keep_created=True))
+        twin = self._items_in(bridge.driven)
+        sync = self._sync
+        if sync is not None:  # no coroutine to drive: the collection calls the backend straight
+            items = self._sync_items
+            if items is None or items._async is not twin:
+                items = self._sync_items = Collection(twin, sync._run)
+            items._put_built(records, keep_created=True)
+            return
+        bridge.run(twin._put_built(records, keep_created=True))
 
     def _check_put(self, op: PutOp) -> None:
         if op.ttl is not None:
