@@ -14,6 +14,7 @@ one, which lets the vector cache find what changed since it was built.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -304,6 +305,7 @@ class KindSQL:
     nullable: tuple[int, ...] = ()
     """Positions in a row of the columns that may hold NULL (all but the tenant and the document)."""
     _batch_inserts: dict[tuple[bool, tuple[int, ...]], str] = field(default_factory=dict)
+    _one_inserts: dict[tuple[bool, ...], tuple[str, Callable[[Any], Any] | None]] = field(default_factory=dict)
 
     def batch_insert(self, rows: list[tuple[Any, ...]], keep_existing: bool) -> tuple[str, list[tuple[Any, ...]]]:
         """The INSERT for an `executemany` of `rows`, with NULL written into it for the columns that are
@@ -324,6 +326,24 @@ class KindSQL:
             sql = self._batch_inserts[key] = self.layout.insert_sql(keep_existing, 1, nulls)
         keep = operator.itemgetter(*[i for i in range(len(first)) if i not in nulls])  # tenant, document: 2+
         return sql, list(map(keep, rows))
+
+    def one_insert(self, row: tuple[Any, ...], keep_existing: bool) -> tuple[str, Sequence[Any]]:
+        """The INSERT of one row with NULL written into it for the row's None columns, and the row
+        without them: `batch_insert`'s saving (~3.5k instructions a None) for a lone row, its statement
+        found by the row's None pattern (made in C: no Python loop per row)."""
+        key = (keep_existing, *map(operator.is_, row, _NONES))
+        found = self._one_inserts.get(key)
+        if found is None:
+            found = self._one_inserts[key] = self._one_insert(row, keep_existing)
+        sql, keep = found
+        return sql, row if keep is None else keep(row)
+
+    def _one_insert(self, row: tuple[Any, ...], keep_existing: bool) -> tuple[str, Callable[[Any], Any] | None]:
+        nulls = [i for i in self.nullable if row[i] is None]
+        if not nulls:
+            return self.insert_new if keep_existing else self.insert, None
+        return (self.layout.insert_sql(keep_existing, 1, nulls),
+                operator.itemgetter(*[i for i in range(len(row)) if i not in nulls]))  # tenant, document: 2+
 
     @cached_property
     def latest_parent(self) -> str:
@@ -365,6 +385,7 @@ class KindSQL:
 
 
 _ONLY_NONE = {None}
+_NONES = itertools.repeat(None)
 
 SMALL_BATCH = 8
 """Batches up to this many records are inserted by one multi-row statement (`KindSQL.small_inserts`)."""
