@@ -4,6 +4,8 @@ columns that are None in every row as NULL."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from typing import Any
 
 import orjson
@@ -99,3 +101,5 @@ def test_a_lone_record_writes_none_as_null_in_the_statement_and_reads_back_equal
         sql, lean = prepared.one_insert(row, how == "keep_existing")
         assert sql.count("NULL") == sum(value is None for value in row) == len(row) - len(lean)
         assert [value for value in row if value is not None] == list(lean)
+        with closing(sqlite3.connect(path)) as conn:  # the document is a BLOB, whatever object bound it
+            assert conn.execute(f"SELECT DISTINCT typeof(doc) FROM {prepared.layout.table}").fetchall() == [("blob",)]
