@@ -4,12 +4,13 @@ refuses, on values of every size, and what it accepts reads back equal."""
 from __future__ import annotations
 
 import enum
+import math
 import uuid
 from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mnemostore.core.errors import ValidationError
@@ -77,3 +78,55 @@ def test_a_checkpoint_changed_after_its_validation_is_written_as_it_is_now(url: 
         assert store.checkpoints[record.id].state == {"step": 2, "messages": ["a", "b"]}
         saved = store.checkpoints.save("run", {"z": 1, "a": [1.5, None]}, parent=None)
         assert store.checkpoints[saved.id].state == {"z": 1, "a": [1.5, None]}
+
+
+def _reference_problem(value: Any, path: str, depth: int = 0) -> tuple[str, str] | None:
+    """`find_json_problem` as plainly written: every part visited by a call of its own."""
+    from mnemostore.core.jsonvalues import MAX_DEPTH, check_text
+
+    if value is None or type(value) is bool:
+        return None
+    kind = type(value)
+    if kind is str:
+        problem = check_text(value)
+        return (path, f"string {problem}") if problem else None
+    if kind is int:
+        return None if -(2**63) <= value < 2**63 else (path, "integer does not fit in 64 bits")
+    if kind is float:
+        return None if math.isfinite(value) else (path, f"{value} is not a finite number")
+    if kind in (dict, list) and depth >= MAX_DEPTH:
+        return (path if len(path) <= 60 else path[:40] + "..."), f"nests lists and objects deeper than {MAX_DEPTH} levels"
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return f"{path}[{key!r}]", f"key must be a string, not {type(key).__name__}"
+            problem = check_text(key)
+            if problem:
+                return f"{path}[{key!r}]", f"key {problem}"
+            found = _reference_problem(item, f"{path}.{key}", depth + 1)
+            if found:
+                return found
+        return None
+    if kind is list:
+        for index, item in enumerate(value):
+            found = _reference_problem(item, f"{path}[{index}]", depth + 1)
+            if found:
+                return found
+        return None
+    return path, f"{kind.__name__} is not JSON (use str, int, float, bool, None, list or dict)"
+
+
+_KEYS = st.text(max_size=4) | st.sampled_from(["\x00", "a\ud800", "\u00e9"]) | st.sampled_from([1, None, (1,)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(_EXACT | _LOSSY | st.sampled_from([True, False, -0.0, 2**63 - 1, -(2**63)]),
+                    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(_KEYS, inner, max_size=5),
+                    max_leaves=40))
+@example({"a": 1.5, "b": float("nan")})
+@example({"a": [float("-inf")], "b": {"\x00": 1}})
+@example({"a": True, "b": 2**63, "c": "x\x00"})
+@example({"a": _Text("t"), "\ud800": 1})
+def test_the_walk_names_the_first_problem_a_plain_walk_names(value: Any) -> None:
+    """The walk's inline quick checks (keys, scalars, finite floats) change its speed, not its answer."""
+    assert find_json_problem(value, "value") == _reference_problem(value, "value")
