@@ -735,3 +735,19 @@ def test_a_plain_put_checks_and_writes_what_a_batch_of_one_does(namespace: Any, 
             reference = _outcome(lambda: BaseStore.put(batched, namespace, key, value, ttl=ttl), batched,
                                  namespace, key)
             assert ours == reference
+
+
+@settings(max_examples=60, deadline=None)
+@given(scope=st.from_regex(r"[A-Za-z0-9_-]{1,8}", fullmatch=True), namespace=st.lists(st.text(max_size=6), max_size=3),
+       key=st.text(max_size=12))
+def test_item_ids_are_the_sha256_stores_were_written_with(scope: str, namespace: list[str], key: str) -> None:
+    """`item_id` hashes with CPython's own SHA-256 where it has one: the same id as hashlib's, so items an
+    earlier version stored are found again."""
+    import hashlib
+
+    import orjson
+
+    from mnemostore.kinds.langgraph_ids import item_id
+
+    expected = f"{scope}:{hashlib.sha256(orjson.dumps([scope, namespace, key])).hexdigest()[:40]}"
+    assert item_id(scope, tuple(namespace), key) == item_id(scope, namespace, key) == expected
