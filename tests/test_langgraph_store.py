@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, TypedDict
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
 from tests.seed_kinds import forget_the_items_kind
@@ -751,3 +751,50 @@ def test_item_ids_are_the_sha256_stores_were_written_with(scope: str, namespace:
 
     expected = f"{scope}:{hashlib.sha256(orjson.dumps([scope, namespace, key])).hexdigest()[:40]}"
     assert item_id(scope, tuple(namespace), key) == item_id(scope, namespace, key) == expected
+
+
+_BATCH_NAMESPACES = st.sampled_from([("a",), ("a", "b"), ("a", "b"), ("langgraph", "x"), ("a.b",), ("",), (7,),
+                                     (["unhashable"],), ("x" * 600,), ("\ud800",), ()]) | st.just(["as", "list"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(st.tuples(_BATCH_NAMESPACES, st.sampled_from(["k", "k", "j", "", "k\x00", "\ud800", 7]),
+                              st.sampled_from([{"a": 1}, {"b": [1.5]}, {"c": float("nan")}, {"\x00": 1}, None]),
+                              st.sampled_from([None, None, None, 5.0])), max_size=6),
+       engine=st.sampled_from(["memory", "sqlite"]))
+@example(ops=[(("x" * 600,), "k", None, None), (("x" * 600,), "k", {"a": 1}, None)], engine="memory")
+@example(ops=[(("a",), "k", {"a": 1}, None), (("a",), "k\x00", {"a": 1}, None)], engine="sqlite")
+@example(ops=[(("a",), "k", {"a": 1}, None), (("a",), "k", {"a": 1}, 5.0), (("a",), "j", {"c": float("nan")}, None)],
+         engine="memory")
+def test_a_batch_of_puts_refuses_what_checking_each_op_in_turn_refuses(
+        tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, Any, Any, Any]], engine: str) -> None:
+    """`_plan` checks a put into a namespace an earlier put of the batch passed without checking the
+    namespace again: the batch still refuses with the error of its first bad op and check, in order
+    (LangGraph's labels, TTL, key, our namespace rules, value), and otherwise writes each item's last put."""
+    from langgraph.store.base import validate_op_namespace
+
+    from mnemostore.integrations.langgraph import store as store_module
+
+    url = f"memory://{uuid.uuid4().hex}" if engine == "memory" else \
+        f"sqlite:///{tmp_path_factory.mktemp('batch') / 's.db'}"
+    puts = [PutOp(namespace, key, value, None, ttl) for namespace, key, value, ttl in ops]
+    with mnemostore.open(url) as opened:
+        lg = MnemostoreStore(opened)
+        try:
+            for op in [store_module._normalised(op) for op in puts]:  # each op checked in turn, as `_plan` did
+                validate_op_namespace(op)
+                lg._check_put(op)
+            expected: object = None
+        except Exception as refused:
+            expected = type(refused), str(refused)
+        try:
+            lg.batch(puts)
+            found: object = None
+        except Exception as refused:
+            found = type(refused), str(refused)
+        assert found == expected
+        if expected is None:
+            last = {(tuple(op.namespace), op.key): op.value for op in puts}
+            for (namespace, key), value in last.items():
+                item = lg.get(namespace, key)
+                assert (None if item is None else item.value) == value

@@ -206,15 +206,27 @@ class MnemostoreStore(BaseStore):
         return await self._run(self._bridge.awaited(), plan, documents, queries)
 
     def _plan(self, ops: Iterable[Op]) -> _Plan:
-        """Check every op before anything runs; keep the last put of each item."""
-        plan = _Plan([_normalised(op) for op in ops])
+        """Check every op before anything runs; keep the last put of each item. A put into a namespace an
+        earlier put of the batch passed (LangGraph's labels, ours) runs only the checks left: TTL, key, value."""
+        plan = _Plan([op if type(op) is PutOp and type(op.namespace) is tuple and type(op.value) is dict
+                      else _normalised(op) for op in ops])
         queries: dict[str, None] = {}
+        passed: set[Namespace] = set()
+        puts = plan.puts
         for op in plan.ops:
-            validate_op_namespace(op)
             if isinstance(op, PutOp):
-                self._check_put(op)
-                plan.puts[(op.namespace, op.key)] = op
+                try:
+                    known = op.namespace in passed
+                except TypeError:  # a label that does not hash: validate_op_namespace names it
+                    known = False
+                if not known:
+                    validate_op_namespace(op)
+                self._check_put(op, namespace_checked=known)
+                if not known and op.value is not None:
+                    passed.add(op.namespace)
+                puts[(op.namespace, op.key)] = op
                 continue
+            validate_op_namespace(op)
             plan.reads = True
             if isinstance(op, SearchOp):
                 store_filters.check_filter(op.filter)
@@ -249,13 +261,14 @@ class MnemostoreStore(BaseStore):
             return
         bridge.run(twin._put_built(records, keep_created=True))
 
-    def _check_put(self, op: PutOp) -> None:
+    def _check_put(self, op: PutOp, namespace_checked: bool = False) -> None:
         if op.ttl is not None:
             raise NotImplementedError(f"TTL is not supported by {type(self).__name__}. "
                                       "Use a store implementation that supports TTL or set ttl=None.")
         _check_key(op.key)
         if op.value is not None:
-            mapping.check_namespace(self.scope, op.namespace)
+            if not namespace_checked:
+                mapping.check_namespace(self.scope, op.namespace)
             _check_value(op.value)
 
     def _texts(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
@@ -555,6 +568,8 @@ def _normalised(op: Op) -> Op:
 
 
 def _check_key(key: Any) -> None:
+    if type(key) is str and key.isascii() and "\x00" not in key:  # `check_key`'s quick yes, without its call
+        return
     if not isinstance(key, str):
         raise ValidationError.one("key", f"must be a string, not {type(key).__name__}")
     mapping.check_key(key)
