@@ -66,6 +66,8 @@ def wal_bytes(fd: int) -> int | None:
     (a file's size no longer measures them once a reset WAL is reused), read through `fd`
     (`shm_descriptors.descriptor`: never a descriptor of its own, whose close would drop SQLite's
     locks); None if unreadable."""
+    page: int
+    frames: int
     try:
         page, frames = _PAGE_AND_FRAMES.unpack(os.pread(fd, _HEADER, 0))
     except (OSError, struct.error):  # unreadable, or shorter than the header

@@ -498,17 +498,22 @@ class MnemostoreStore(BaseStore):
         doomed: list[ItemKey] = []
         reindexed: list[ItemKey] = []
         records: list[LangGraphItem] = []
+        plain: list[tuple[ItemKey, dict[str, Any]]] = []
         texts = plan.texts
         indexed = self.embeddings is not None
         for item_key, op in plan.puts.items():
-            if op.value is None:
+            value = op.value
+            if value is None:
                 doomed.append(item_key)
-                continue
-            if indexed and self._may_shard(op.index):
-                reindexed.append(item_key)
-            vectors = [documents[text] for text in texts[item_key]] if indexed and item_key in texts else ()
-            value = cast("dict[str, Any]", op.value)  # a dict since `_normalised` (a string: no alias made per item)
-            records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
+            elif not indexed:
+                plain.append((item_key, value))  # type: ignore[arg-type]  # a dict since `_normalised`
+            else:
+                if self._may_shard(op.index):
+                    reindexed.append(item_key)
+                vectors = [documents[text] for text in texts[item_key]] if item_key in texts else ()
+                records += mapping.records_for(self.scope, *item_key, value, vectors, self._model,  # type: ignore[arg-type]
+                                               now, now)
+        records += mapping.plain_records(self.scope, plain, now, now)
         items = self._items_in(store)
         for start in range(0, len(reindexed), _CHUNK):
             await items.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
