@@ -721,14 +721,19 @@ def _outcome(call: Callable[[], object], lg: MnemostoreStore, namespace: Any, ke
        | st.just(["as", "list"]),
        key=labels | st.sampled_from(["", "k\x00", 7]),
        value=st.dictionaries(st.text(max_size=4), item_values, max_size=2) | st.just(None),
-       ttl=st.sampled_from([None, None, 5.0]))
-def test_a_plain_put_checks_and_writes_what_a_batch_of_one_does(namespace: Any, key: Any, value: Any,
-                                                                ttl: float | None) -> None:
+       ttl=st.sampled_from([None, None, 5.0]), engine=st.sampled_from(["memory", "sqlite"]))
+@example(namespace=("x" * 600,), key="k", value={"a": 1}, ttl=None, engine="sqlite")
+@example(namespace=("\ud800",), key="k", value={"a": 1}, ttl=None, engine="memory")
+def test_a_plain_put_checks_and_writes_what_a_batch_of_one_does(
+        tmp_path_factory: pytest.TempPathFactory, namespace: Any, key: Any, value: Any, ttl: float | None,
+        engine: str) -> None:
     """`MnemostoreStore.put` writes a plain put without the batch around it: it refuses exactly what
     `BaseStore.put` (a batch of one) refuses, with the same error, and otherwise stores the same item."""
     from langgraph.store.base import BaseStore
 
-    with mnemostore.open(f"memory://{uuid.uuid4().hex}") as opened:
+    url = f"memory://{uuid.uuid4().hex}" if engine == "memory" else \
+        f"sqlite:///{tmp_path_factory.mktemp('plain') / 's.db'}"
+    with mnemostore.open(url) as opened:
         direct, batched = MnemostoreStore(opened, scope="direct"), MnemostoreStore(opened, scope="batched")
         for _ in range(2):  # the second time, the namespace's checks are cached
             ours = _outcome(lambda: direct.put(namespace, key, value, ttl=ttl), direct, namespace, key)

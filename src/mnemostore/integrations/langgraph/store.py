@@ -57,6 +57,8 @@ _CHUNK = 500
 """Ids or items per store call when a batch touches many."""
 _SHAPES_KEPT = 256
 """Prepared plain searches kept per LangGraph store; past that the cache starts again."""
+_NAMESPACES_KEPT = 4096
+"""Namespaces a plain put keeps as checked; past that the set starts again."""
 _ORDER = "-updated_at"
 """Search without a query lists the most recently updated items first, as LangGraph's SQL stores do."""
 
@@ -115,6 +117,8 @@ class MnemostoreStore(BaseStore):
         self._sync = store if isinstance(store, Store) else None
         """The sync `Store` plain puts call straight (`_put_plain`), if given one."""
         self._sync_items: Collection[LangGraphItem] | None = None
+        self._put_namespaces: set[Namespace] = set()
+        """Namespaces a plain put found fit (LangGraph's rules and ours): `put`."""
         self._bridge = Bridge(store, type(self).__name__)
         self.scope = mapping.check_scope(scope)
         self.index_config: IndexConfig | None = None
@@ -154,18 +158,25 @@ class MnemostoreStore(BaseStore):
             index: Literal[False] | list[str] | None = None, *, ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
         """`BaseStore.put`. A put of a dict under a tuple namespace and a string key, with no index to
         embed for and no TTL, is checked as `BaseStore.put` and a batch of one check it, in their order
-        (LangGraph's namespace rules once per namespace: `_put_namespace`), and written without the op
-        and batch around it."""
+        (a namespace that passed LangGraph's rules and ours is kept: `_put_namespaces`), and written
+        without the op and batch around it."""
         if (type(value) is dict and type(key) is str and type(namespace) is tuple and self.embeddings is None
                 and _validate_put_namespace is not None and (ttl is NOT_PROVIDED or ttl is None)
                 and self.ttl_config is None):
+            passed = self._put_namespaces
             try:
-                _put_namespace(namespace)
+                known: bool | None = namespace in passed
             except TypeError:  # a label that does not hash is no string: `BaseStore.put` says so
-                pass
-            else:
+                known = None
+            if known is not None:
+                if not known:
+                    _put_namespace(namespace)
                 _check_key(key)
-                mapping.check_namespace(self.scope, namespace)
+                if not known:
+                    mapping.check_namespace(self.scope, namespace)
+                    if len(passed) >= _NAMESPACES_KEPT:
+                        passed.clear()
+                    passed.add(namespace)
                 _check_value(value)
                 self._put_plain(namespace, key, value)
                 return
@@ -250,13 +261,14 @@ class MnemostoreStore(BaseStore):
         a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_built`)."""
         now = utcnow()
         records = mapping.records_for(self.scope, namespace, key, value, (), "", now, now)
+        items = self._sync_items
+        if items is not None:  # no coroutine to drive: the collection calls the backend straight
+            items._put_built(records, keep_created=True)
+            return
         bridge = self._bridge
         twin = self._items_in(bridge.driven)
-        sync = self._sync
-        if sync is not None:  # no coroutine to drive: the collection calls the backend straight
-            items = self._sync_items
-            if items is None or items._async is not twin:
-                items = self._sync_items = Collection(twin, sync._run)
+        if self._sync is not None:  # the sync `Store`'s driven store never changes: its collection is kept
+            items = self._sync_items = Collection(twin, self._sync._run)
             items._put_built(records, keep_created=True)
             return
         bridge.run(twin._put_built(records, keep_created=True))
