@@ -95,7 +95,8 @@ def _reference_problem(value: Any, path: str, depth: int = 0) -> tuple[str, str]
     if kind is float:
         return None if math.isfinite(value) else (path, f"{value} is not a finite number")
     if kind in (dict, list) and depth >= MAX_DEPTH:
-        return (path if len(path) <= 60 else path[:40] + "..."), f"nests lists and objects deeper than {MAX_DEPTH} levels"
+        short = path if len(path) <= 60 else path[:40] + "..."
+        return short, f"nests lists and objects deeper than {MAX_DEPTH} levels"
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str:

@@ -49,7 +49,7 @@ def test_kinds_without_bytes_fields_get_the_general_row(drawn: tuple[str, list[R
         assert {**back.__dict__, "embedding": None} == {**record.__dict__, "embedding": None}
         assert (None if back.embedding is None else back.embedding.tolist()) == (
             None if record.embedding is None else record.embedding.tolist())
-    shared = factories.make(kind).created_at  # a batch's records made at one instant share its datetime (the encoder keeps it)
+    shared = factories.make(kind).created_at  # a batch's records, made at one instant, share its datetime
     for record in batch:
         for times in ({"created_at": shared, "updated_at": shared}, {"created_at": shared}):
             alike = record.model_copy(update=times)

@@ -325,11 +325,11 @@ class SQLiteBackend(Backend):
         """Insert-or-ignore every row; then, in the same transaction, replace the rows that were
         stored before with the stored `created_at` (read from their documents). A batch of new
         records costs what `put` does; a single one is one autocommit statement when it is new."""
-        prepared = self._written_kind(kind)
+        prepared = self._kinds.get(kind) or self._written_kind(kind)
         if len(records) == 1:
             rows = [prepared.encode(records[0])]
             sql, lean = prepared.one_insert(rows[0], True)
-            if not self.db.one_write(lambda conn: _changes(conn.execute(sql, lean))):
+            if not self.db.one_write(lambda conn: conn.execute(sql, lean).rowcount):  # the cursor freed at once
                 self.db.write(lambda conn: _replace_keeping_created(conn, prepared, records, rows))
             return
         rows = [prepared.encode(record) for record in records]

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Literal, cast
 
@@ -34,8 +35,8 @@ from langgraph.store.base import (
 
 from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
-from ...core.collection import Collection
 from ...core.capabilities import VECTOR_METRICS, Capability
+from ...core.collection import Collection
 from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
 from ...core.jsonvalues import check_text, find_json_problem
@@ -259,8 +260,8 @@ class MnemostoreStore(BaseStore):
         """One put of a dict value, checked as a batch checks it (`_check_put`), on a store without an
         index (so no vector, no shard): the record a batch gives it (`_write`), in one store call without
         a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_built`)."""
-        now = utcnow()
-        records = mapping.records_for(self.scope, namespace, key, value, (), "", now, now)
+        now = datetime.now(UTC)  # `utcnow`, without its call
+        records = [mapping.plain_record(self.scope, namespace, key, value, now, now)]
         items = self._sync_items
         if items is not None:  # no coroutine to drive: the collection calls the backend straight
             items._put_built(records, keep_created=True)

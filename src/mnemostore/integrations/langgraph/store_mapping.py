@@ -104,8 +104,7 @@ def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[st
     validated one (`vectors.as_vector`: float32, finite, the index's dimension). Each record's fields are
     exactly the kind's (`trusted_record(complete=True)`: no comparison of field names per record)."""
     if not vectors:
-        return [_plain_record(scope, namespace, item_root(scope) + encode_namespace(namespace), key, value,
-                              created_at, updated_at)]
+        return [plain_record(scope, namespace, key, value, created_at, updated_at)]
     encoded = encode_namespace(namespace)
     ident = item_id(scope, namespace, key)
     return [trusted_record(LangGraphItem, {  # type: ignore[misc]
@@ -124,6 +123,13 @@ def _plain_record(scope: str, namespace: tuple[str, ...], encoded: str, key: str
     return _new_item({"id": item_id(scope, namespace, key), "tenant_id": None, "agent": None,  # type: ignore[return-value]
                       "project_id": None, "created_at": created_at, "updated_at": updated_at, "metadata": value,
                       "embedding": None, "namespace": encoded, "key": key, "model": ""})
+
+
+def plain_record(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any], created_at: datetime,
+                 updated_at: datetime) -> LangGraphItem:
+    """`records_for`'s one record of an item without a vector."""
+    return _plain_record(scope, namespace, item_root(scope) + encode_namespace(namespace), key, value, created_at,
+                         updated_at)
 
 
 def plain_records(scope: str, items: Sequence[tuple[tuple[tuple[str, ...], str], dict[str, Any]]],
