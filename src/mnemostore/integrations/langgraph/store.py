@@ -233,9 +233,14 @@ class MnemostoreStore(BaseStore):
                     known = False
                 if not known:
                     validate_op_namespace(op)
-                self._check_put(op, namespace_checked=known)
-                if not known and op.value is not None:
-                    passed.add(op.namespace)
+                    self._check_put(op)
+                    if op.value is not None:
+                        passed.add(op.namespace)
+                elif op.ttl is not None or op.value is None:
+                    self._check_put(op, namespace_checked=True)
+                else:  # `_check_put`'s checks left, without its call
+                    _check_key(op.key)
+                    _check_value(op.value)
                 puts[(op.namespace, op.key)] = op
                 continue
             validate_op_namespace(op)
