@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import math
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -84,37 +85,30 @@ def _reference_problem(value: Any, path: str, depth: int = 0) -> tuple[str, str]
     """`find_json_problem` as plainly written: every part visited by a call of its own."""
     from mnemostore.core.jsonvalues import MAX_DEPTH, check_text
 
-    if value is None or type(value) is bool:
-        return None
     kind = type(value)
-    if kind is str:
-        problem = check_text(value)
-        return (path, f"string {problem}") if problem else None
-    if kind is int:
-        return None if -(2**63) <= value < 2**63 else (path, "integer does not fit in 64 bits")
-    if kind is float:
-        return None if math.isfinite(value) else (path, f"{value} is not a finite number")
-    if kind in (dict, list) and depth >= MAX_DEPTH:
+    if value is None or kind is bool:
+        return None
+    scalars: dict[type, Callable[[], str | None]] = {
+        str: lambda: None if (text := check_text(value)) is None else f"string {text}",
+        int: lambda: None if -(2**63) <= value < 2**63 else "integer does not fit in 64 bits",
+        float: lambda: None if math.isfinite(value) else f"{value} is not a finite number"}
+    if kind in scalars:
+        problem = scalars[kind]()
+        return None if problem is None else (path, problem)
+    if kind not in (dict, list):
+        return path, f"{kind.__name__} is not JSON (use str, int, float, bool, None, list or dict)"
+    if depth >= MAX_DEPTH:
         short = path if len(path) <= 60 else path[:40] + "..."
         return short, f"nests lists and objects deeper than {MAX_DEPTH} levels"
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                return f"{path}[{key!r}]", f"key must be a string, not {type(key).__name__}"
-            problem = check_text(key)
-            if problem:
-                return f"{path}[{key!r}]", f"key {problem}"
-            found = _reference_problem(item, f"{path}.{key}", depth + 1)
-            if found:
-                return found
-        return None
-    if kind is list:
-        for index, item in enumerate(value):
-            found = _reference_problem(item, f"{path}[{index}]", depth + 1)
-            if found:
-                return found
-        return None
-    return path, f"{kind.__name__} is not JSON (use str, int, float, bool, None, list or dict)"
+    for name, item in (value.items() if kind is dict else enumerate(value)):
+        if kind is dict and type(name) is not str:
+            return f"{path}[{name!r}]", f"key must be a string, not {type(name).__name__}"
+        if kind is dict and (text := check_text(name)) is not None:
+            return f"{path}[{name!r}]", f"key {text}"
+        found = _reference_problem(item, f"{path}.{name}" if kind is dict else f"{path}[{name}]", depth + 1)
+        if found:
+            return found
+    return None
 
 
 _KEYS = st.text(max_size=4) | st.sampled_from(["\x00", "a\ud800", "\u00e9"]) | st.sampled_from([1, None, (1,)])
