@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, TypedDict
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
 from tests.seed_kinds import forget_the_items_kind
@@ -721,17 +721,85 @@ def _outcome(call: Callable[[], object], lg: MnemostoreStore, namespace: Any, ke
        | st.just(["as", "list"]),
        key=labels | st.sampled_from(["", "k\x00", 7]),
        value=st.dictionaries(st.text(max_size=4), item_values, max_size=2) | st.just(None),
-       ttl=st.sampled_from([None, None, 5.0]))
-def test_a_plain_put_checks_and_writes_what_a_batch_of_one_does(namespace: Any, key: Any, value: Any,
-                                                                ttl: float | None) -> None:
+       ttl=st.sampled_from([None, None, 5.0]), engine=st.sampled_from(["memory", "sqlite"]))
+@example(namespace=("x" * 600,), key="k", value={"a": 1}, ttl=None, engine="sqlite")
+@example(namespace=("\ud800",), key="k", value={"a": 1}, ttl=None, engine="memory")
+def test_a_plain_put_checks_and_writes_what_a_batch_of_one_does(
+        tmp_path_factory: pytest.TempPathFactory, namespace: Any, key: Any, value: Any, ttl: float | None,
+        engine: str) -> None:
     """`MnemostoreStore.put` writes a plain put without the batch around it: it refuses exactly what
     `BaseStore.put` (a batch of one) refuses, with the same error, and otherwise stores the same item."""
     from langgraph.store.base import BaseStore
 
-    with mnemostore.open(f"memory://{uuid.uuid4().hex}") as opened:
+    url = f"memory://{uuid.uuid4().hex}" if engine == "memory" else \
+        f"sqlite:///{tmp_path_factory.mktemp('plain') / 's.db'}"
+    with mnemostore.open(url) as opened:
         direct, batched = MnemostoreStore(opened, scope="direct"), MnemostoreStore(opened, scope="batched")
         for _ in range(2):  # the second time, the namespace's checks are cached
             ours = _outcome(lambda: direct.put(namespace, key, value, ttl=ttl), direct, namespace, key)
             reference = _outcome(lambda: BaseStore.put(batched, namespace, key, value, ttl=ttl), batched,
                                  namespace, key)
             assert ours == reference
+
+
+@settings(max_examples=60, deadline=None)
+@given(scope=st.from_regex(r"[A-Za-z0-9_-]{1,8}", fullmatch=True), namespace=st.lists(st.text(max_size=6), max_size=3),
+       key=st.text(max_size=12))
+def test_item_ids_are_the_sha256_stores_were_written_with(scope: str, namespace: list[str], key: str) -> None:
+    """`item_id` hashes with CPython's own SHA-256 where it has one: the same id as hashlib's, so items an
+    earlier version stored are found again."""
+    import hashlib
+
+    import orjson
+
+    from mnemostore.kinds.langgraph_ids import item_id
+
+    expected = f"{scope}:{hashlib.sha256(orjson.dumps([scope, namespace, key])).hexdigest()[:40]}"
+    assert item_id(scope, tuple(namespace), key) == item_id(scope, namespace, key) == expected
+
+
+_BATCH_NAMESPACES = st.sampled_from([("a",), ("a", "b"), ("a", "b"), ("langgraph", "x"), ("a.b",), ("",), (7,),
+                                     (["unhashable"],), ("x" * 600,), ("\ud800",), ()]) | st.just(["as", "list"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(st.tuples(_BATCH_NAMESPACES, st.sampled_from(["k", "k", "j", "", "k\x00", "\ud800", 7]),
+                              st.sampled_from([{"a": 1}, {"b": [1.5]}, {"c": float("nan")}, {"\x00": 1}, None]),
+                              st.sampled_from([None, None, None, 5.0])), max_size=6),
+       engine=st.sampled_from(["memory", "sqlite"]))
+@example(ops=[(("x" * 600,), "k", None, None), (("x" * 600,), "k", {"a": 1}, None)], engine="memory")
+@example(ops=[(("a",), "k", {"a": 1}, None), (("a",), "k\x00", {"a": 1}, None)], engine="sqlite")
+@example(ops=[(("a",), "k", {"a": 1}, None), (("a",), "k", {"a": 1}, 5.0), (("a",), "j", {"c": float("nan")}, None)],
+         engine="memory")
+def test_a_batch_of_puts_refuses_what_checking_each_op_in_turn_refuses(
+        tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, Any, Any, Any]], engine: str) -> None:
+    """`_plan` checks a put into a namespace an earlier put of the batch passed without checking the
+    namespace again: the batch still refuses with the error of its first bad op and check, in order
+    (LangGraph's labels, TTL, key, our namespace rules, value), and otherwise writes each item's last put."""
+    from langgraph.store.base import validate_op_namespace
+
+    from mnemostore.integrations.langgraph import store as store_module
+
+    url = f"memory://{uuid.uuid4().hex}" if engine == "memory" else \
+        f"sqlite:///{tmp_path_factory.mktemp('batch') / 's.db'}"
+    puts = [PutOp(namespace, key, value, None, ttl) for namespace, key, value, ttl in ops]
+    with mnemostore.open(url) as opened:
+        lg = MnemostoreStore(opened)
+        try:
+            for op in [store_module._normalised(op) for op in puts]:  # each op checked in turn, as `_plan` did
+                validate_op_namespace(op)
+                lg._check_put(op)
+            expected: object = None
+        except Exception as refused:
+            expected = type(refused), str(refused)
+        try:
+            lg.batch(puts)
+            found: object = None
+        except Exception as refused:
+            found = type(refused), str(refused)
+        assert found == expected
+        if expected is None:
+            last = {(tuple(op.namespace), op.key): op.value for op in puts}
+            for (namespace, key), value in last.items():
+                item = lg.get(namespace, key)
+                assert (None if item is None else item.value) == value

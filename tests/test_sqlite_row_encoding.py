@@ -4,6 +4,8 @@ columns that are None in every row as NULL."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from typing import Any
 
 import orjson
@@ -47,6 +49,11 @@ def test_kinds_without_bytes_fields_get_the_general_row(drawn: tuple[str, list[R
         assert {**back.__dict__, "embedding": None} == {**record.__dict__, "embedding": None}
         assert (None if back.embedding is None else back.embedding.tolist()) == (
             None if record.embedding is None else record.embedding.tolist())
+    shared = factories.make(kind).created_at  # a batch's records, made at one instant, share its datetime
+    for record in batch:
+        for times in ({"created_at": shared, "updated_at": shared}, {"created_at": shared}):
+            alike = record.model_copy(update=times)
+            assert encode(alike) == general_row(layout, alike)
 
 
 @settings(max_examples=25, deadline=None)
@@ -72,3 +79,32 @@ def test_batches_write_none_as_null_in_the_statement_and_read_back_equal(
         sql, lean = prepared.batch_insert(rows, False)
         every = [i for i in prepared.nullable if all(row[i] is None for row in rows)]
         assert sql.count("NULL") == len(every) and all(len(row) == len(rows[0]) - len(every) for row in lean)
+
+
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from([*PLAIN_KINDS, "checkpoint"]), flags=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+       how=st.sampled_from(["put", "keep_existing", "keep_created"]), stored=st.booleans())
+def test_a_lone_record_writes_none_as_null_in_the_statement_and_reads_back_equal(
+        tmp_path_factory: pytest.TempPathFactory, kind: str, flags: tuple[bool, bool, bool], how: str,
+        stored: bool) -> None:
+    """A one-record put goes through `KindSQL.one_insert`: its None columns are NULL in the statement, the
+    rest bound; stored before or not, it reads back as a put, `keep_existing` or `keep_created` leaves it."""
+    path = tmp_path_factory.mktemp("lone") / "s.db"
+    nones = {name: None for name, none in zip(("agent", "project_id"), flags, strict=False) if none}
+    record = factories.make(kind, 1, **nones, **({"metadata": {}} if flags[2] else {}))
+    before = factories.make(kind, 2, id=record.id)
+    with mnemostore.open(f"sqlite:///{path}") as store:
+        collection = store.collection(kind)
+        if stored:
+            collection.put([before])
+        collection.put([record], keep_existing=how == "keep_existing", keep_created=how == "keep_created")
+        expected = before if stored and how == "keep_existing" else \
+            record.model_copy(update={"created_at": before.created_at}) if stored and how == "keep_created" else record
+        assert collection.get(record.id).model_dump() == expected.model_dump()  # type: ignore[union-attr]
+        prepared = store.backend._written_kind(kind)  # type: ignore[attr-defined]
+        row = prepared.encode(record)
+        sql, lean = prepared.one_insert(row, how == "keep_existing")
+        assert sql.count("NULL") == sum(value is None for value in row) == len(row) - len(lean)
+        assert [value for value in row if value is not None] == list(lean)
+        with closing(sqlite3.connect(path)) as conn:  # the document is a BLOB, whatever object bound it
+            assert conn.execute(f"SELECT DISTINCT typeof(doc) FROM {prepared.layout.table}").fetchall() == [("blob",)]

@@ -325,10 +325,11 @@ class SQLiteBackend(Backend):
         """Insert-or-ignore every row; then, in the same transaction, replace the rows that were
         stored before with the stored `created_at` (read from their documents). A batch of new
         records costs what `put` does; a single one is one autocommit statement when it is new."""
-        prepared = self._written_kind(kind)
+        prepared = self._kinds.get(kind) or self._written_kind(kind)
         if len(records) == 1:
             rows = [prepared.encode(records[0])]
-            if not self.db.one_write(lambda conn: _changes(conn.execute(prepared.insert_new, rows[0]))):
+            sql, lean = prepared.one_insert(rows[0], True)
+            if not self.db.one_write(lambda conn: conn.execute(sql, lean).rowcount):  # the cursor freed at once
                 self.db.write(lambda conn: _replace_keeping_created(conn, prepared, records, rows))
             return
         rows = [prepared.encode(record) for record in records]
@@ -337,7 +338,7 @@ class SQLiteBackend(Backend):
     def _insert(self, prepared: KindSQL, records: Sequence[Record], keep_existing: bool) -> None:
         encode = prepared.encode
         if len(records) == 1:  # a saver's one record: its row as encoded, no list to flatten
-            sql, one = prepared.insert_new if keep_existing else prepared.insert, encode(records[0])
+            sql, one = prepared.one_insert(encode(records[0]), keep_existing)
             self.db.one_write(lambda conn: conn.execute(sql, one).close())
             return
         if 0 < len(records) <= schema.SMALL_BATCH:  # one statement: atomic without a transaction around it

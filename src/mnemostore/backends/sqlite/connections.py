@@ -87,6 +87,9 @@ class Connections:
         self._forks = _forks
         self._closed = False
         self._checkpoints = WalCheckpoints(path, self._connect)
+        self._writer: sqlite3.Connection | None = None
+        """The connection writes use, touched only under the file's writer lock (`_take_writer`)."""
+        self._writer_forks = _forks
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
@@ -130,6 +133,10 @@ class Connections:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+        with _writer_lock(self._file_key):  # no write of this process runs: the writer connection is idle
+            writer, self._writer = self._writer, None
+        if writer is not None and self._writer_forks == _forks:
+            idle.append(writer)
         self._checkpoints.close()
         for conn in idle:
             conn.close()
@@ -139,7 +146,7 @@ class Connections:
     def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in one write transaction (all-or-nothing), retrying while busy."""
         with _writer_lock(self._file_key):
-            result = self._transaction("BEGIN IMMEDIATE", work)
+            result = self._transaction("BEGIN IMMEDIATE", work, writing=True)
         self._committed()
         return result
 
@@ -147,7 +154,7 @@ class Connections:
         """Run `work` that issues a single writing statement: SQLite makes it atomic by itself
         (autocommit), so no BEGIN and COMMIT around it."""
         with _writer_lock(self._file_key):
-            result = self._transaction(None, work)
+            result = self._transaction(None, work, writing=True)
         self._committed()
         return result
 
@@ -157,7 +164,7 @@ class Connections:
         checkpoints = self._checkpoints
         if checkpoints.after_commit():
             with _writer_lock(self._file_key):
-                self._transaction(None, checkpoints.checkpoint)
+                self._transaction(None, checkpoints.checkpoint, writing=True)
 
     def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` on one consistent snapshot."""
@@ -167,12 +174,30 @@ class Connections:
         """Run `work` that issues a single reading statement: it is its own snapshot."""
         return self._transaction(None, work)
 
-    def _transaction(self, begin: str | None, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` on a pooled connection. It must not return a cursor: the cursor would reset its
-        statement whenever it is freed, maybe while another thread has the connection."""
+    def _take_writer(self) -> sqlite3.Connection:
+        """The writer connection, for a caller holding the file's writer lock (so no lock of the pool's
+        is taken, ~6k instructions a write); a pooled one while a nested write has it, or before the first."""
+        conn = self._writer
+        if conn is None or self._closed or self._writer_forks != _forks:  # forked: the parent's, not ours
+            self._writer = None
+            return self._checkout()
+        self._writer = None
+        return conn
+
+    def _give_writer(self, conn: sqlite3.Connection) -> None:
+        """Keep `conn` as the writer connection if it is fit and none is kept; else check it in."""
+        if self._writer is None and not self._closed and not _busy_with(conn):
+            self._writer, self._writer_forks = conn, _forks
+        else:
+            self._checkin(conn)
+
+    def _transaction(self, begin: str | None, work: Callable[[sqlite3.Connection], T], writing: bool = False) -> T:
+        """Run `work` on a pooled connection (the writer connection when `writing`, under the writer lock).
+        It must not return a cursor: the cursor would reset its statement whenever it is freed, maybe
+        while another thread has the connection."""
         deadline = time.monotonic() + self.busy_timeout
         delay = 0.001
-        conn = self._checkout()  # not `with self.connection()`: a generator costs ~3 us a call
+        conn = self._take_writer() if writing else self._checkout()  # not `with self.connection()`: ~3 us
         try:
             while True:
                 try:
@@ -195,7 +220,10 @@ class Connections:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
         finally:
-            self._checkin(conn)
+            if writing:
+                self._give_writer(conn)
+            else:
+                self._checkin(conn)
 
     def error(self, exc: sqlite3.Error) -> BackendError:
         if is_busy(exc):

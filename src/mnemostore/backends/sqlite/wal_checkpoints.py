@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
+import struct
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from . import shm_descriptors
+
+_monotonic = time.monotonic
 
 START = 4 * 1024 * 1024
 """WAL bytes (about SQLite's default 1,000 pages) past which the thread is woken."""
@@ -51,6 +53,8 @@ _HEADER = 20
 """The start of the WAL-index header read (https://sqlite.org/walformat.html, 2.1): the page size as
 u16 at 14 (1 stands for 65,536) and mxFrame, the WAL's last valid frame, as u32 at 16, in the host's
 byte order. SQLite zeroes mxFrame when it resets the WAL."""
+_PAGE_AND_FRAMES = struct.Struct("=14xHI")
+"""Those two fields of the header's first `_HEADER` bytes, unpacked in one call (native order, no padding)."""
 
 
 REOPEN = 256
@@ -62,14 +66,12 @@ def wal_bytes(fd: int) -> int | None:
     (a file's size no longer measures them once a reset WAL is reused), read through `fd`
     (`shm_descriptors.descriptor`: never a descriptor of its own, whose close would drop SQLite's
     locks); None if unreadable."""
+    page: int
+    frames: int
     try:
-        header = os.pread(fd, _HEADER, 0)
-    except OSError:
+        page, frames = _PAGE_AND_FRAMES.unpack(os.pread(fd, _HEADER, 0))
+    except (OSError, struct.error):  # unreadable, or shorter than the header
         return None
-    if len(header) < _HEADER:
-        return None
-    page = int.from_bytes(header[14:16], sys.byteorder)
-    frames = int.from_bytes(header[16:20], sys.byteorder)
     return 32 + frames * ((65536 if page == 1 else page) + 24)  # the WAL's header, then frames (24-byte header + page)
 
 
@@ -94,7 +96,7 @@ class WalCheckpoints:
 
     def after_commit(self) -> bool:
         """Called by a writer after its commit: whether it must checkpoint itself (the WAL is past `LIMIT`)."""
-        self._last_commit = time.monotonic()
+        self._last_commit = _monotonic()
         size = self._wal_bytes()
         if size is None:  # no shared-memory file to read: the WAL file's size bounds its frames from above
             try:

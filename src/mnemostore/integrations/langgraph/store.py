@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Literal, cast
 
@@ -35,6 +36,7 @@ from langgraph.store.base import (
 from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
 from ...core.capabilities import VECTOR_METRICS, Capability
+from ...core.collection import Collection
 from ...core.errors import ConfigError, SchemaMismatch, ValidationError
 from ...core.filters import Expr, F, Or, all_of
 from ...core.jsonvalues import check_text, find_json_problem
@@ -56,6 +58,8 @@ _CHUNK = 500
 """Ids or items per store call when a batch touches many."""
 _SHAPES_KEPT = 256
 """Prepared plain searches kept per LangGraph store; past that the cache starts again."""
+_NAMESPACES_KEPT = 4096
+"""Namespaces a plain put keeps as checked; past that the set starts again."""
 _ORDER = "-updated_at"
 """Search without a query lists the most recently updated items first, as LangGraph's SQL stores do."""
 
@@ -111,6 +115,11 @@ class MnemostoreStore(BaseStore):
         register_kind(LangGraphItem)  # registered when its module was imported, unless forgotten since
         self.store = store
         self._item_collection: tuple[AsyncStore, AsyncCollection[LangGraphItem]] | None = None
+        self._sync = store if isinstance(store, Store) else None
+        """The sync `Store` plain puts call straight (`_put_plain`), if given one."""
+        self._sync_items: Collection[LangGraphItem] | None = None
+        self._put_namespaces: set[Namespace] = set()
+        """Namespaces a plain put found fit (LangGraph's rules and ours): `put`."""
         self._bridge = Bridge(store, type(self).__name__)
         self.scope = mapping.check_scope(scope)
         self.index_config: IndexConfig | None = None
@@ -150,18 +159,25 @@ class MnemostoreStore(BaseStore):
             index: Literal[False] | list[str] | None = None, *, ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
         """`BaseStore.put`. A put of a dict under a tuple namespace and a string key, with no index to
         embed for and no TTL, is checked as `BaseStore.put` and a batch of one check it, in their order
-        (LangGraph's namespace rules once per namespace: `_put_namespace`), and written without the op
-        and batch around it."""
+        (a namespace that passed LangGraph's rules and ours is kept: `_put_namespaces`), and written
+        without the op and batch around it."""
         if (type(value) is dict and type(key) is str and type(namespace) is tuple and self.embeddings is None
                 and _validate_put_namespace is not None and (ttl is NOT_PROVIDED or ttl is None)
                 and self.ttl_config is None):
+            passed = self._put_namespaces
             try:
-                _put_namespace(namespace)
+                known: bool | None = namespace in passed
             except TypeError:  # a label that does not hash is no string: `BaseStore.put` says so
-                pass
-            else:
+                known = None
+            if known is not None:
+                if not known:
+                    _put_namespace(namespace)
                 _check_key(key)
-                mapping.check_namespace(self.scope, namespace)
+                if not known:
+                    mapping.check_namespace(self.scope, namespace)
+                    if len(passed) >= _NAMESPACES_KEPT:
+                        passed.clear()
+                    passed.add(namespace)
                 _check_value(value)
                 self._put_plain(namespace, key, value)
                 return
@@ -202,15 +218,32 @@ class MnemostoreStore(BaseStore):
         return await self._run(self._bridge.awaited(), plan, documents, queries)
 
     def _plan(self, ops: Iterable[Op]) -> _Plan:
-        """Check every op before anything runs; keep the last put of each item."""
-        plan = _Plan([_normalised(op) for op in ops])
+        """Check every op before anything runs; keep the last put of each item. A put into a namespace an
+        earlier put of the batch passed (LangGraph's labels, ours) runs only the checks left: TTL, key, value."""
+        plan = _Plan([op if type(op) is PutOp and type(op.namespace) is tuple and type(op.value) is dict
+                      else _normalised(op) for op in ops])
         queries: dict[str, None] = {}
+        passed: set[Namespace] = set()
+        puts = plan.puts
         for op in plan.ops:
-            validate_op_namespace(op)
             if isinstance(op, PutOp):
-                self._check_put(op)
-                plan.puts[(op.namespace, op.key)] = op
+                try:
+                    known = op.namespace in passed
+                except TypeError:  # a label that does not hash: validate_op_namespace names it
+                    known = False
+                if not known:
+                    validate_op_namespace(op)
+                    self._check_put(op)
+                    if op.value is not None:
+                        passed.add(op.namespace)
+                elif op.ttl is not None or op.value is None:
+                    self._check_put(op, namespace_checked=True)
+                else:  # `_check_put`'s checks left, without its call
+                    _check_key(op.key)
+                    _check_value(op.value)
+                puts[(op.namespace, op.key)] = op
                 continue
+            validate_op_namespace(op)
             plan.reads = True
             if isinstance(op, SearchOp):
                 store_filters.check_filter(op.filter)
@@ -231,19 +264,29 @@ class MnemostoreStore(BaseStore):
     def _put_plain(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
         """One put of a dict value, checked as a batch checks it (`_check_put`), on a store without an
         index (so no vector, no shard): the record a batch gives it (`_write`), in one store call without
-        a batch's planning."""
-        now = utcnow()
-        records = mapping.records_for(self.scope, namespace, key, value, (), "", now, now)
+        a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_built`)."""
+        now = datetime.now(UTC)  # `utcnow`, without its call
+        records = [mapping.plain_record(self.scope, namespace, key, value, now, now)]
+        items = self._sync_items
+        if items is not None:  # no coroutine to drive: the collection calls the backend straight
+            items._put_built(records, keep_created=True)
+            return
         bridge = self._bridge
-        bridge.run(self._items_in(bridge.driven)._put_built(records, keep_created=True))
+        twin = self._items_in(bridge.driven)
+        if self._sync is not None:  # the sync `Store`'s driven store never changes: its collection is kept
+            items = self._sync_items = Collection(twin, self._sync._run)
+            items._put_built(records, keep_created=True)
+            return
+        bridge.run(twin._put_built(records, keep_created=True))
 
-    def _check_put(self, op: PutOp) -> None:
+    def _check_put(self, op: PutOp, namespace_checked: bool = False) -> None:
         if op.ttl is not None:
             raise NotImplementedError(f"TTL is not supported by {type(self).__name__}. "
                                       "Use a store implementation that supports TTL or set ttl=None.")
         _check_key(op.key)
         if op.value is not None:
-            mapping.check_namespace(self.scope, op.namespace)
+            if not namespace_checked:
+                mapping.check_namespace(self.scope, op.namespace)
             _check_value(op.value)
 
     def _texts(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
@@ -473,17 +516,22 @@ class MnemostoreStore(BaseStore):
         doomed: list[ItemKey] = []
         reindexed: list[ItemKey] = []
         records: list[LangGraphItem] = []
+        plain: list[tuple[ItemKey, dict[str, Any]]] = []
         texts = plan.texts
         indexed = self.embeddings is not None
         for item_key, op in plan.puts.items():
-            if op.value is None:
+            value = op.value
+            if value is None:
                 doomed.append(item_key)
-                continue
-            if indexed and self._may_shard(op.index):
-                reindexed.append(item_key)
-            vectors = [documents[text] for text in texts[item_key]] if indexed and item_key in texts else ()
-            value = cast("dict[str, Any]", op.value)  # a dict since `_normalised` (a string: no alias made per item)
-            records += mapping.records_for(self.scope, *item_key, value, vectors, self._model, now, now)
+            elif not indexed:
+                plain.append((item_key, value))  # type: ignore[arg-type]  # a dict since `_normalised`
+            else:
+                if self._may_shard(op.index):
+                    reindexed.append(item_key)
+                vectors = [documents[text] for text in texts[item_key]] if item_key in texts else ()
+                records += mapping.records_for(self.scope, *item_key, value, vectors, self._model,  # type: ignore[arg-type]
+                                               now, now)
+        records += mapping.plain_records(self.scope, plain, now, now)
         items = self._items_in(store)
         for start in range(0, len(reindexed), _CHUNK):
             await items.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
@@ -543,6 +591,8 @@ def _normalised(op: Op) -> Op:
 
 
 def _check_key(key: Any) -> None:
+    if type(key) is str and key.isascii() and "\x00" not in key:  # `check_key`'s quick yes, without its call
+        return
     if not isinstance(key, str):
         raise ValidationError.one("key", f"must be a string, not {type(key).__name__}")
     mapping.check_key(key)

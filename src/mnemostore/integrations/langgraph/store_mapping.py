@@ -21,7 +21,7 @@ from typing import Any
 
 from langgraph.store.base import Item, SearchItem
 
-from ...core.codec import trusted_record
+from ...core.codec import trusted_record, trusted_records
 from ...core.errors import ConfigError, ValidationError
 from ...core.jsonvalues import check_text
 from ...core.vectors import Vector
@@ -103,18 +103,48 @@ def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[st
     (`check_key`, `check_namespace`, the value's JSON check, the model's text) and each vector is a
     validated one (`vectors.as_vector`: float32, finite, the index's dimension). Each record's fields are
     exactly the kind's (`trusted_record(complete=True)`: no comparison of field names per record)."""
+    if not vectors:
+        return [plain_record(scope, namespace, key, value, created_at, updated_at)]
     encoded = encode_namespace(namespace)
     ident = item_id(scope, namespace, key)
-    if not vectors:
-        return [trusted_record(LangGraphItem, {  # type: ignore[list-item]
-            "id": ident, "tenant_id": None, "agent": None, "project_id": None, "created_at": created_at,
-            "updated_at": updated_at, "metadata": value, "embedding": None, "namespace": item_root(scope) + encoded,
-            "key": key, "model": ""}, complete=True)]
     return [trusted_record(LangGraphItem, {  # type: ignore[misc]
         "id": ident if n == 0 else f"{ident}{SHARD_MARK}{n}", "tenant_id": None, "agent": None, "project_id": None,
         "created_at": created_at, "updated_at": updated_at, "metadata": value, "embedding": vector,
         "namespace": (item_root(scope) if n == 0 else shard_root(scope)) + encoded, "key": key, "model": model},
         complete=True) for n, vector in enumerate(vectors)]
+
+
+_new_item = trusted_records(LangGraphItem)
+
+
+def _plain_record(scope: str, namespace: tuple[str, ...], encoded: str, key: str, value: dict[str, Any],
+                  created_at: datetime, updated_at: datetime) -> LangGraphItem:
+    """An item's record without a vector, its namespace encoded with its root (`records_for`)."""
+    return _new_item({"id": item_id(scope, namespace, key), "tenant_id": None, "agent": None,  # type: ignore[return-value]
+                      "project_id": None, "created_at": created_at, "updated_at": updated_at, "metadata": value,
+                      "embedding": None, "namespace": encoded, "key": key, "model": ""})
+
+
+def plain_record(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any], created_at: datetime,
+                 updated_at: datetime) -> LangGraphItem:
+    """`records_for`'s one record of an item without a vector."""
+    return _plain_record(scope, namespace, item_root(scope) + encode_namespace(namespace), key, value, created_at,
+                         updated_at)
+
+
+def plain_records(scope: str, items: Sequence[tuple[tuple[tuple[str, ...], str], dict[str, Any]]],
+                  created_at: datetime, updated_at: datetime) -> list[LangGraphItem]:
+    """`records_for` of items without a vector ((namespace, key), value), made alike: a batch's namespaces
+    are encoded once each."""
+    root = item_root(scope)
+    roots: dict[tuple[str, ...], str] = {}
+    records: list[LangGraphItem] = []
+    for (namespace, key), value in items:
+        encoded = roots.get(namespace)
+        if encoded is None:
+            encoded = roots[namespace] = root + encode_namespace(namespace)
+        records.append(_plain_record(scope, namespace, encoded, key, value, created_at, updated_at))
+    return records
 
 
 def where_it_lives(record: LangGraphItem) -> tuple[tuple[str, ...], str]:
