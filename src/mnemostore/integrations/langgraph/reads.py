@@ -116,5 +116,10 @@ class StoredFields:
         return value
 
     @property
+    def metadata(self) -> dict[str, Any]:
+        value: dict[str, Any] = self._data["metadata"]
+        return value
+
+    @property
     def created_at(self) -> datetime:
         return datetime.fromisoformat(self._data["created_at"])

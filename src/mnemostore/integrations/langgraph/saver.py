@@ -199,7 +199,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             if before_id and not state["checkpoint_id"] < before_id:
                 return False
             if wanted:  # re-checked on the exact metadata: the pushed-down filter sees its JSON copy
-                metadata = mapping.decode(self.serde, state["metadata"])
+                metadata = mapping.metadata_of(self.serde, record)
                 return all(metadata.get(key) == value for key, value in wanted.items())
             return True
 
@@ -260,7 +260,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return CheckpointTuple(  # config, checkpoint, metadata, parent_config, pending_writes
             mapping.config_for(thread_id, ns, state["checkpoint_id"]),
             mapping.checkpoint_of(self.serde, record),
-            mapping.decode(self.serde, state["metadata"]),
+            mapping.metadata_of(self.serde, record),
             mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
             mapping.pending_writes(self.serde, writes) if writes else [],
         )
