@@ -100,8 +100,10 @@ def _namespace_prefix(thread_id: str, checkpoint_ns: str) -> str:
     return f"lg.{_digest(thread_id, checkpoint_ns)}."
 
 
+@lru_cache(maxsize=1024)
 def namespace_range(thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
-    """Ids in [low, high) are those of a namespace's checkpoints (and their writes): an index range."""
+    """Ids in [low, high) are those of a namespace's checkpoints (and their writes): an index range
+    (kept per namespace, as `_namespace_prefix`: a latest read asks it for the same thread each step)."""
     prefix = checkpoint_record_id(thread_id, checkpoint_ns, "")
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
