@@ -28,7 +28,8 @@ from mnemostore.integrations.langgraph.reads import FlatReads, Reads
 _steps = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(["", "p"]),
                             st.sampled_from(["x", "y" * 3000, "z" * 70_000]),  # plain, compressible, large
                             st.lists(st.sampled_from(["a", "b", "__error__"]), max_size=2),
-                            st.booleans()),
+                            st.booleans(),
+                            st.sampled_from([{}, {"score": 0.5, "tags": ["a"]}, {"raw": b"\xff"}])),  # JSON or not
                   min_size=1, max_size=8)
 
 
@@ -45,20 +46,21 @@ async def _listed(saver: MnemostoreSaver, config: dict[str, Any] | None, **kwarg
 @given(steps=_steps)
 def test_flat_reads_give_what_the_collection_gives(steps: list[Any]) -> None:
     """After any run of puts and writes (several threads and namespaces, writes on older checkpoints,
-    values stored plain and compressed), each sync read (flat) equals the async one (the collection's
-    path): `get_tuple` by id and latest, `list` whole, with a limit, before a checkpoint, across threads."""
+    values stored plain and compressed, metadata all JSON or not), each sync read (flat) equals the async
+    one (the collection's path): `get_tuple` by id and latest, `list` whole, with a limit, before a
+    checkpoint, across threads."""
     with tempfile.TemporaryDirectory() as directory, mnemostore.open(f"sqlite:///{directory}/s.db") as store:
         saver = MnemostoreSaver(store)
         assert isinstance(saver._reads, FlatReads)
         configs: list[Any] = []
         parents: dict[tuple[str, str], Any] = {}
-        for i, (thread, ns, text, channels, on_older) in enumerate(steps):
+        for i, (thread, ns, text, channels, on_older, extra) in enumerate(steps):
             checkpoint = empty_checkpoint()
             checkpoint["id"] = str(uuid6(clock_seq=i))
             checkpoint["channel_values"] = {"text": text * (i + 1)}
             checkpoint["channel_versions"] = {"text": f"{i + 1:032}"}
             config = saver.put(parents.get((thread, ns), _config(thread, ns)), checkpoint,
-                               {"source": "loop", "step": i, "parents": {}}, {"text": f"{i + 1:032}"})
+                               {"source": "loop", "step": i, "parents": {}, **extra}, {"text": f"{i + 1:032}"})
             parents[(thread, ns)] = config
             configs.append(config)
             target = configs[i // 2] if on_older else config

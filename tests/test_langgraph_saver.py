@@ -297,7 +297,7 @@ def test_format_2_records_read_back_beside_format_3(backend: str, tmp_path: Path
         stored = store.checkpoints.all(order_by="id")
         assert all(r.payload is not None and r.state["format"] == (
             mapping.WRITES_FORMAT if r.branch_id == mapping.WRITES_BRANCH else mapping.FORMAT) for r in stored)
-        assert (mapping.FORMAT, mapping.WRITES_FORMAT) == (3, 4)
+        assert (mapping.FORMAT, mapping.WRITES_FORMAT) == (4, 4)
         assert all(len(str(r.state)) < 400 for r in stored)  # the serialized values are not in the state
         before = list(saver.list(None))
         latest = saver.get_tuple({"configurable": {"thread_id": "t"}})
@@ -308,6 +308,65 @@ def test_format_2_records_read_back_beside_format_3(backend: str, tmp_path: Path
         assert saver.get_tuple({"configurable": {"thread_id": "t"}}) == latest
         assert saver.get_tuple(before[-1].config) == first
         assert [t.metadata["step"] for t in saver.list(None, filter={"step": 1, "raw": b"\xff"})] == [1]
+
+
+
+_metadata_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**63, max_value=2**64 - 1) | st.floats(allow_nan=False)
+    | st.text(max_size=4) | st.binary(max_size=2),
+    lambda children: st.lists(children, max_size=2) | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=3), children, max_size=2),
+    max_leaves=5)
+"""Metadata values: JSON (kept only as the record's metadata since format 4) and not (ints past 64 bits, infinite
+floats, bytes, tuples, text JSON cannot hold: also kept in `state`)."""
+
+
+def _typed(value: Any) -> Any:
+    """`value` with every part's type beside it: equal only if the types are equal too (1 is not 1.0 nor True)."""
+    if isinstance(value, dict):
+        return "dict", sorted(((key, _typed(item)) for key, item in value.items()), key=repr)
+    if isinstance(value, list | tuple):
+        return type(value).__name__, [_typed(item) for item in value]
+    return type(value).__name__, value
+
+
+@settings(max_examples=40, deadline=None)
+@given(extra=st.dictionaries(st.text(max_size=5), _metadata_values, max_size=3),
+       backend=st.sampled_from(["memory", "sqlite"]))
+def test_metadata_reads_back_exactly_from_either_place(extra: dict[str, Any], backend: str) -> None:
+    """Metadata reads back as LangGraph's serializer gives it back, types included, whether it is all JSON
+    (format 4: only the record's metadata) or not (also in `state`), by id, latest, list with a filter,
+    flat and through the collection; and a checkpoint as format 3 stored it (metadata always in `state`)
+    reads back the same."""
+    import tempfile
+
+    from langgraph.checkpoint.base import empty_checkpoint, get_serializable_checkpoint_metadata
+
+    from mnemostore.integrations.langgraph import mapping
+
+    with tempfile.TemporaryDirectory() as directory:
+        url = "memory://" + uuid.uuid4().hex if backend == "memory" else f"sqlite:///{directory}/s.db"
+        with mnemostore.open(url) as store:
+            saver = MnemostoreSaver(store)
+            start: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+            metadata: Any = {"source": "loop", "step": 1, "parents": {}, **extra}
+            config = saver.put(start, empty_checkpoint(), metadata, {})
+            expected = _typed(saver.serde.loads_typed(saver.serde.dumps_typed(
+                dict(get_serializable_checkpoint_metadata(start, metadata)))))
+
+            def read() -> list[Any]:
+                latest: Any = {"configurable": {"thread_id": "t"}}
+                found = [saver.get_tuple(config), saver.get_tuple(latest), asyncio.run(saver.aget_tuple(config)),
+                         *saver.list(None, filter={"source": "loop"})]
+                return [_typed(item.metadata) for item in found if item is not None]
+
+            assert read() == [expected] * 4
+            stored, = store.checkpoints.all()
+            assert ("metadata" in stored.state) == (len(mapping.json_metadata(metadata)) != len(metadata))
+            state = {**stored.state, "format": 3, "metadata": mapping.encode(saver.serde, mapping.metadata_of(
+                saver.serde, stored))}
+            store.checkpoints.put([stored.model_copy(update={"state": state})])  # as format 3 wrote it
+            assert read() == [expected] * 4
 
 
 # A real graph: plan -> review (interrupts for approval) -> finish, resumed in another process.

@@ -11,8 +11,10 @@ checkpoint's serialized bytes (or a write's value), is the record's `payload` ex
 bytes: a BLOB/bytea column on SQLite and Postgres, so nothing parses, hashes or base64-encodes
 it, and a read hands it to the serializer without a slice or a copy), its type name in the small
 JSON `state` (`"type"`) beside the ids a read needs. The metadata (small, and what `list` filters
-re-check) stays [type, base64 text] in `state` (`core.base64text`), as in formats 1 and 2, which
-kept the checkpoint and the values that way too and are still read (`checkpoint_of`, `value_of`).
+re-check) is the record's `metadata` when every entry of it is JSON (since format 4: the JSON copy is
+then exact, and a read takes it as the document gives it); otherwise it stays [type, base64 text] in
+`state` (`core.base64text`), as in formats 1 to 3. Formats 1 and 2 kept the checkpoint and the values
+that way too; every format is still read (`checkpoint_of`, `value_of`, `metadata_of`).
 """
 
 from __future__ import annotations
@@ -56,13 +58,16 @@ class Stored(Protocol):
     def state(self) -> dict[str, Any]: ...
     @property
     def payload(self) -> bytes | None: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
 
 
 ROOT_BRANCH = "main"
 NS_BRANCH_PREFIX = "ns:"
 WRITES_BRANCH = "langgraph:writes"
-FORMAT = 3
-"""Version of the layout, so a later one can still read this one. 3: values in `payload`; 2: a
+FORMAT = 4
+"""Version of the layout, so a later one can still read this one. 4: metadata that is all JSON only in the
+record's `metadata`, not also in `state` (`metadata_of`); 3: values in `payload`; 2: a
 write's id extends its checkpoint's record id (`call_write_id`); 1 keyed writes by a hash
 (`legacy_write_record_id`), so format-1 checkpoints find theirs through `node_id`."""
 WRITES_FORMAT = 4
@@ -95,8 +100,10 @@ def _namespace_prefix(thread_id: str, checkpoint_ns: str) -> str:
     return f"lg.{_digest(thread_id, checkpoint_ns)}."
 
 
+@lru_cache(maxsize=1024)
 def namespace_range(thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
-    """Ids in [low, high) are those of a namespace's checkpoints (and their writes): an index range."""
+    """Ids in [low, high) are those of a namespace's checkpoints (and their writes): an index range
+    (kept per namespace, as `_namespace_prefix`: a latest read asks it for the same thread each step)."""
     prefix = checkpoint_record_id(thread_id, checkpoint_ns, "")
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
@@ -150,8 +157,16 @@ def value_of(serde: SerializerProtocol, record: Stored) -> Any:
     return _payload_or_state(serde, record, "value")
 
 
+def metadata_of(serde: SerializerProtocol, record: Stored) -> Any:
+    """The LangGraph metadata of a checkpoint record (any format): its copy in `state` if it has one,
+    else the record's `metadata`, which then holds it exactly (`checkpoint_record`)."""
+    stored = record.state.get("metadata")
+    return record.metadata if stored is None else decode(serde, stored)
+
+
 def json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    """The top-level entries every backend can store and filter on; the exact copy is in `state`."""
+    """The top-level entries every backend can store and filter on; if that leaves any out, the exact
+    copy is in `state` too (`checkpoint_record`)."""
     return {key: value for key, value in metadata.items()
             if type(key) is str and check_text(key) is None and find_json_problem(value, key) is None}
 
@@ -175,7 +190,13 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
               "channel_values": {k: v for k, v in checkpoint.get("channel_values", {}).items() if k in versions}}
     step = metadata.get("step")
     checkpoint_type, checkpoint_bytes = serde.dumps_typed(stored)
-    metadata_type, metadata_text = encode(serde, metadata)
+    filterable = json_metadata(metadata)
+    state = {"format": FORMAT, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+             "checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id, "type": checkpoint_type}
+    plain_metadata = len(filterable) == len(metadata)  # all JSON: the record's `metadata` holds it exactly
+    if not plain_metadata:
+        state["metadata"] = encode(serde, metadata)
+        plain_metadata = check_text(state["metadata"][0]) is None
     record_id = checkpoint_record_id(thread_id, checkpoint_ns, checkpoint_id)
     parents = [checkpoint_record_id(thread_id, checkpoint_ns, parent_id)] if parent_id else []
     branch = branch_for(checkpoint_ns)
@@ -183,14 +204,10 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
         "id": record_id, "run_id": thread_id, "branch_id": branch, "parent_ids": parents,
         "sequence": step + 1 if type(step) is int and -1 <= step < 2**62 else 0,
         "created_at": _created_at(checkpoint.get("ts")), "updated_at": utcnow(),
-        "metadata": json_metadata(metadata),
-        "state": {"format": FORMAT, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
-                  "checkpoint_id": checkpoint_id, "parent_checkpoint_id": parent_id,
-                  "type": checkpoint_type, "metadata": [metadata_type, metadata_text]},
-        "payload": checkpoint_bytes,
+        "metadata": filterable, "state": state, "payload": checkpoint_bytes,
     }
     plain = (plain and 0 < len(thread_id) <= MAX_ID and max(len(record_id), len(branch), *map(len, parents)) <= MAX_ID
-             and _plain_value(checkpoint_type, checkpoint_bytes) and check_text(metadata_type) is None)
+             and _plain_value(checkpoint_type, checkpoint_bytes) and plain_metadata)
     return _record(fields, plain)
 
 

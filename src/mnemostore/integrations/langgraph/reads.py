@@ -30,6 +30,8 @@ class Reads:
 
     def __init__(self, store: AsyncStore) -> None:
         self.store = store
+        self.ranges = Capability.FILTER_RANGE in store.capabilities
+        """Whether the store's id ranges are index ranges (the saver's reads by id range), asked once."""
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
         return await self.store.checkpoints.fetch(shape, values, limit=limit, vectors=False)
@@ -78,43 +80,21 @@ def reads_for(store: Store | AsyncStore) -> Reads:
 
 class StoredFields:
     """A checkpoint or write record's stored fields (a dict from `query_shape_documents`) seen as the
-    saver reads a record (`mapping.Stored`); `created_at` is parsed only when asked for (write order)."""
+    saver reads a record (`mapping.Stored`): plain attributes, set once (a read takes each several times);
+    `created_at` is parsed only when asked for (write order)."""
 
-    __slots__ = ("_data",)
+    __slots__ = ("_created_at", "branch_id", "id", "metadata", "node_id", "payload", "run_id", "state")
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self._data = data
-
-    @property
-    def id(self) -> str:
-        value: str = self._data["id"]
-        return value
-
-    @property
-    def run_id(self) -> str:
-        value: str = self._data["run_id"]
-        return value
-
-    @property
-    def branch_id(self) -> str:
-        value: str = self._data["branch_id"]
-        return value
-
-    @property
-    def node_id(self) -> str:
-        value: str = self._data["node_id"]
-        return value
-
-    @property
-    def state(self) -> dict[str, Any]:
-        value: dict[str, Any] = self._data["state"]
-        return value
-
-    @property
-    def payload(self) -> bytes | None:
-        value: bytes | None = self._data["payload"]
-        return value
+        self.id: str = data["id"]
+        self.run_id: str = data["run_id"]
+        self.branch_id: str = data["branch_id"]
+        self.node_id: str = data["node_id"]
+        self.state: dict[str, Any] = data["state"]
+        self.payload: bytes | None = data["payload"]
+        self.metadata: dict[str, Any] = data["metadata"]
+        self._created_at: str = data["created_at"]
 
     @property
     def created_at(self) -> datetime:
-        return datetime.fromisoformat(self._data["created_at"])
+        return datetime.fromisoformat(self._created_at)

@@ -156,13 +156,14 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
-        ranges = Capability.FILTER_RANGE in store.capabilities  # id ranges are index ranges
+        ranges = reads.ranges
         record: Stored | None
         writes: builtins.list[Stored] | None = None
         if checkpoint_id:
             owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
             if ranges:  # one read: the record and its writes share an id prefix (the record's id is the range's first)
-                found = await _id_range(reads, *mapping.record_range(owner))
+                low, high = mapping.record_range(owner)
+                found = await reads.fetch(_IN_RANGE, {"low": low, "high": high})
                 record = found[0] if found and found[0].id == owner else None
                 writes = [r for r in found[1:] if mapping.is_write_of(r, owner)] if len(found) > 1 else []
             else:
@@ -199,12 +200,12 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             if before_id and not state["checkpoint_id"] < before_id:
                 return False
             if wanted:  # re-checked on the exact metadata: the pushed-down filter sees its JSON copy
-                metadata = mapping.decode(self.serde, state["metadata"])
+                metadata = mapping.metadata_of(self.serde, record)
                 return all(metadata.get(key) == value for key, value in wanted.items())
             return True
 
         remaining = limit
-        if thread_id is not None and not checkpoint_id and not wanted and Capability.FILTER_RANGE in store.capabilities:
+        if thread_id is not None and not checkpoint_id and not wanted and reads.ranges:
             chunks = _thread_pages(reads, thread_id, ns, before_id, min(limit or reads.page, reads.page), keep)
         else:
             where, exact = _list_where(store, thread_id, ns, checkpoint_id, before_id, wanted)
@@ -234,7 +235,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         writes: dict[str, builtins.list[Stored]] = {record.id: [] for record in records}
         by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
         others: builtins.list[str] = []
-        ranged = Capability.FILTER_RANGE in store.capabilities
+        ranged = reads.ranges
         for record in records:
             state = record.state
             if ranged and state.get("format", 1) >= 2:
@@ -260,7 +261,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return CheckpointTuple(  # config, checkpoint, metadata, parent_config, pending_writes
             mapping.config_for(thread_id, ns, state["checkpoint_id"]),
             mapping.checkpoint_of(self.serde, record),
-            mapping.decode(self.serde, state["metadata"]),
+            mapping.metadata_of(self.serde, record),
             mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
             mapping.pending_writes(self.serde, writes) if writes else [],
         )
