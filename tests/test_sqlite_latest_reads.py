@@ -3,14 +3,19 @@ without a sort when its first key has no tie (`selects.first_key_indexed`); the 
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mnemostore
 from mnemostore import F
+from mnemostore.core.calls import run_sync
+from mnemostore.core.errors import StoreClosed, ValidationError
 from mnemostore.core.protocol import LATEST_CHECKPOINT_ORDER
 
 _TIMES = [datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)]
@@ -54,3 +59,31 @@ def test_latest_is_the_first_in_its_order_through_ties_deletes_tenants_and_other
                     ordered = store.checkpoints.query(where, order_by=LATEST_CHECKPOINT_ORDER).items
                     assert found == (ordered[0] if ordered else None)
                     assert store.checkpoints.first(where, order_by=LATEST_CHECKPOINT_ORDER) == found
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_sync_get_and_latest_call_the_backend_straight_and_keep_the_facade_checks(backend: str,
+                                                                                   tmp_path: Path) -> None:
+    """Over a sync `Store`, `get` and `latest` call the backend with no coroutine to drive; they return
+    what the async twin does, and a bad id or run, and a closed store, get the facade's errors."""
+    url = f"memory://{uuid.uuid4().hex}" if backend == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    store = mnemostore.open(url)
+    cps = store.checkpoints
+    first = cps.save("run", {"a": 1})
+    second = cps.save("run", {"a": 2}, branch="b", parent=first)
+    driven: list[Any] = []
+    drive = cps._run
+    cps._run = lambda coro: (driven.append(coro), drive(coro))[1]  # type: ignore[method-assign]
+    assert cps.get(first.id) == first and cps.get("missing") is None
+    assert cps.latest("run") == second and cps.latest("run", "main") == first and cps.latest("none") is None
+    assert driven == []
+    assert run_sync(cps._async.latest("run", "b")) == second and run_sync(cps._async.get(second.id)) == second
+    for call, field in ((lambda: cps.get(3), "ids[0]"), (lambda: cps.get("a\x00"), "ids[0]"),  # type: ignore[arg-type]
+                        (lambda: cps.latest(3), "where.run_id")):  # type: ignore[arg-type]
+        with pytest.raises(ValidationError) as refused:
+            call()
+        assert refused.value.errors[0][0] == field
+    store.close()
+    for call in (lambda: cps.get(first.id), lambda: cps.latest("run")):
+        with pytest.raises(StoreClosed):
+            call()
