@@ -115,11 +115,15 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
 
     async def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
         """The checkpoint with the highest sequence (newest first on ties), or None."""
-        if branch is None:
-            found = await self.fetch(_LATEST_OF_RUN, {"run_id": run_id}, limit=1)
-        else:
-            found = await self.fetch(_LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}, limit=1)
+        found: list[Checkpoint] = await self._store._backend_call("query_shape", *self._latest_args(run_id, branch))
         return found[0] if found else None
+
+    def _latest_args(self, run_id: str, branch: str | None) -> tuple[Any, ...]:
+        """`latest`'s query: the backend call's arguments of `fetch` with limit 1 (the sync
+        `Checkpoints.latest` calls it straight)."""
+        if branch is None:
+            return self._fetch_args(_LATEST_OF_RUN, {"run_id": run_id}, 1, True)
+        return self._fetch_args(_LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}, 1, True)
 
     async def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
         """Every checkpoint of a run (optionally one branch), oldest first."""

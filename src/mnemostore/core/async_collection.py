@@ -146,9 +146,13 @@ class AsyncCollection(Generic[R]):
     # reading ------------------------------------------------------------------
     async def get(self, id: str) -> R | None:
         """The record with this id, or None."""
-        check_ids((id,), "ids")
-        found = await self._store._backend_call("get", self.kind, self._store.tenant, [id], True)
+        found = await self._store._backend_call("get", *self._get_args(id))
         return cast(R, found[0]) if found else None
+
+    def _get_args(self, id: str) -> tuple[Any, ...]:
+        """`get`'s id checked, and its backend call's arguments (the sync `Collection.get` calls it straight)."""
+        check_ids((id,), "ids")
+        return self.kind, self._store.tenant, [id], True
 
     async def get_many(self, ids: Sequence[str], *, vectors: bool = True) -> list[R]:
         """Records with these ids, in the order asked, missing ones left out."""
@@ -190,6 +194,13 @@ class AsyncCollection(Generic[R]):
                     vectors: bool = True) -> list[R]:
         """Records matching a prepared `shape` with these values for its params, in its order, at
         most `limit`: `query` of the same filter, without binding and compiling it on each call."""
+        rows: list[R] = await self._store._backend_call("query_shape", *self._fetch_args(shape, values, limit, vectors))
+        return rows
+
+    def _fetch_args(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
+                    vectors: bool) -> tuple[Any, ...]:
+        """`fetch`'s shape, values and limit checked, and its backend call's arguments (the sync
+        `Checkpoints.latest` calls it straight)."""
         if shape.record_cls is not self.record_cls:
             raise ValidationError.one("shape", f"is a shape of {shape.kind} records, not {self.kind}")
         _check_limit(limit)
@@ -197,9 +208,7 @@ class AsyncCollection(Generic[R]):
         checked = shape.check(values)
         if not shape.needs <= store._capabilities:
             store._bind(self.record_cls, shape.where_with(checked))  # raises UnsupportedFilter
-        rows: list[R] = await store._backend_call(
-            "query_shape", self.kind, store.tenant, shape, checked, limit, vectors)
-        return rows
+        return self.kind, store.tenant, shape, checked, limit, vectors
 
     async def iterate(self, where: Where = None, *, order_by: OrderBy = None, batch_size: int = 500,
                       vectors: bool = True) -> AsyncGenerator[R, None]:

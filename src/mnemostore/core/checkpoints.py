@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -31,7 +31,11 @@ class Checkpoints(Collection[Checkpoint]):
 
     def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
         """The checkpoint with the highest sequence (newest first on ties), or None."""
-        return self._run(self._async.latest(run_id, branch))
+        twin = self._async
+        if twin._store._callable_now(self.kind, "query_shape"):  # as `Collection.get`
+            found = twin._store.backend.query_shape(*twin._latest_args(run_id, branch))
+            return cast(Checkpoint, found[0]) if found else None
+        return self._run(twin.latest(run_id, branch))
 
     def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
         """Every checkpoint of a run (optionally one branch), oldest first."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .calls import Runner, iterate_sync
 from .errors import NotFound, ValidationError
@@ -87,8 +87,13 @@ class Collection(Generic[R]):
 
     # reading ------------------------------------------------------------------
     def get(self, id: str) -> R | None:
-        """The record with this id, or None."""
-        return self._run(self._async.get(id))
+        """The record with this id, or None. Over direct calls (`Store`) the backend is called straight
+        (`_callable_now`), as the coroutine would call it, with no coroutine to drive."""
+        twin = self._async
+        if twin._store._callable_now(self.kind, "get"):
+            found = twin._store.backend.get(*twin._get_args(id))
+            return cast(R, found[0]) if found else None
+        return self._run(twin.get(id))
 
     def __getitem__(self, id: str) -> R:
         found = self.get(id)

@@ -36,7 +36,7 @@ from .filter_memo import Picked
 from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import gather, rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, KindSQL, Layout, tenant_key
-from .selects import SHAPES_KEPT, Select, by_id_range
+from .selects import SHAPES_KEPT, Select, by_id_range, first_key_indexed
 from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
 from .vector_cache import Matrix, VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
@@ -357,7 +357,8 @@ class SQLiteBackend(Backend):
             return []
         layout = prepared.layout
         condition, params = where_sql(layout, where)
-        select = Select.of(layout, condition, order, limit, vectors, by_id_range(where, order))
+        select = Select.of(layout, condition, order, limit, vectors, by_id_range(where, order),
+                           limit == 1 and first_key_indexed(layout, where, order))
         return self._select(layout, select, [tenant_key(tenant), *params], limit, vectors)
 
     def query_shape(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
@@ -403,7 +404,8 @@ class SQLiteBackend(Backend):
             if len(self._shapes) >= SHAPES_KEPT:
                 self._shapes.clear()
             condition, params = where_sql(layout, shape.where)
-            select = Select.of(layout, condition, shape.order, limit, vectors, by_id_range(shape.where, shape.order))
+            select = Select.of(layout, condition, shape.order, limit, vectors, by_id_range(shape.where, shape.order),
+                               limit == 1 and first_key_indexed(layout, shape.where, shape.order))
             found = self._shapes[key] = (select, Binder(params))
         select, binder = found
         args = binder(tenant_key(tenant), values)
@@ -429,6 +431,8 @@ class SQLiteBackend(Backend):
         """The rows of a one-statement `Select` ("first", or "whole" with the limit appended here)."""
         if select.mode == "whole" and limit is not None:
             args.append(limit)
+        elif select.repeat > 1:
+            args *= select.repeat
         sql = select.sql
         return self.db.one_read(lambda conn: conn.execute(sql, args).fetchall())
 

@@ -26,21 +26,58 @@ class Select:
 
     sql: str
     mode: Literal["first", "whole", "seqs"]
+    repeat: int = 1
+    """How many times the statement takes the tenant and the condition's parameters, one after another."""
 
     @classmethod
     def of(cls, layout: Layout, condition: str, order: Sequence[OrderKey], limit: int | None, vectors: bool,
-           id_range: bool) -> Select:
+           id_range: bool, first_key_indexed: bool = False) -> Select:
         # Order and limit on seqs first: SQLite's sorter would otherwise carry every
         # matching document (a run's 50 KB checkpoints) through the sort.
         sql = f"SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} ORDER BY {order_sql(layout, order)}"
         if limit == 1:  # first(): one statement, its own snapshot
-            return cls(f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE seq = ({sql} LIMIT 1)",
-                       "first")
+            pick, repeat = f"{sql} LIMIT 1", 1
+            if first_key_indexed:
+                pick, repeat = _unique_first(layout, condition, order, pick), 3
+            return cls(f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE seq = ({pick})",
+                       "first", repeat)
         if limit is not None:
             sql += " LIMIT ?"
         if id_range:  # the (tenant, id) index both selects and orders: no sorter to carry docs
             return cls(f"SELECT {layout.read_columns(vectors)} {sql[len('SELECT seq '):]}", "whole")
         return cls(sql, "seqs")
+
+
+def _unique_first(layout: Layout, condition: str, order: Sequence[OrderKey], sorted_pick: str) -> str:
+    """The seq of the first record in `order` without a sort where it has no tie: the index gives the
+    record with the first order key's first value, and a second lookup in it checks that no other
+    matching record has that value (`IS`: NULLs tie, as they sort together); on a tie, `sorted_pick`
+    sorts them. A run's latest checkpoint: ~30k instructions of ~67k for the sorted statement."""
+    key = layout.column(order[0].field)
+    matching = f"FROM {layout.table} WHERE tenant = ? AND {condition}"
+    return (f"SELECT CASE WHEN NOT EXISTS (SELECT 1 {matching} AND {key} IS top.{key} AND seq != top.seq) "
+            f"THEN top.seq ELSE ({sorted_pick}) END "
+            f"FROM (SELECT seq, {key} {matching} ORDER BY {order_sql(layout, order[:1])} LIMIT 1) AS top")
+
+
+def first_key_indexed(layout: Layout, where: Expr | None, order: Sequence[OrderKey]) -> bool:
+    """Whether an index of the kind orders the matching records by the first of several order keys, and
+    none by them all: after the fields `where` fixes by == at its top level comes that key, and then
+    not the next one. SQLite would otherwise sort every record with the first key's first value; a
+    run's checkpoints by (sequence, created_at, id) on the (run_id, sequence, branch_id) index."""
+    if len(order) < 2:
+        return False
+    terms = where.items if isinstance(where, And) else (where,)
+    fixed = {term.field[0] for term in terms if isinstance(term, Cmp) and term.op == "eq" and len(term.field) == 1}
+    fields = [key.field for key in order]
+    served = 0
+    for index in layout.indexes:
+        rest = [name for name in index if name not in fixed or name in fields]
+        count = 0
+        while count < min(len(rest), len(fields)) and rest[count] == fields[count]:
+            count += 1
+        served = max(served, count)
+    return served == 1
 
 
 def by_id_range(where: Expr | None, order: Sequence[OrderKey]) -> bool:

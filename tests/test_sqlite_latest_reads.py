@@ -1,0 +1,89 @@
+"""A sqlite `latest` (and any first-of-an-order read whose first key an index gives) finds the record
+without a sort when its first key has no tie (`selects.first_key_indexed`); the answer is the sorted one."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mnemostore
+from mnemostore import F
+from mnemostore.core.calls import run_sync
+from mnemostore.core.errors import StoreClosed, ValidationError
+from mnemostore.core.protocol import LATEST_CHECKPOINT_ORDER
+
+_TIMES = [datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)]
+_STEPS = st.lists(st.tuples(st.sampled_from(["save", "root", "explicit", "put", "delete"]),
+                            st.integers(0, 2), st.sampled_from(["main", "b"]), st.integers(0, 3),
+                            st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(_TIMES)),
+                  min_size=1, max_size=25)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_STEPS)
+def test_latest_is_the_first_in_its_order_through_ties_deletes_tenants_and_other_stores(
+        tmp_path_factory: object, steps: list[tuple[str, int, str, int, str, datetime]]) -> None:
+    """Two stores on one file and a third in another tenant save (default parent, roots, explicit
+    parents: ties in sequence), put checkpoints with chosen sequences, times and ids (ties in all but
+    the id, re-puts of one id) and delete the latest. After each step, every store's `latest` of the
+    run and of each branch, and `first` in the same order, is the first of the sorted query."""
+    path = Path(tmp_path_factory.mktemp("latest")) / "store.db"  # type: ignore[attr-defined]
+    url = f"sqlite:///{path}"
+    with (mnemostore.open(url) as one, mnemostore.open(url) as two,
+          mnemostore.open(url, tenant="other") as other):
+        stores = (one, two, other)
+        for index, (step, who, branch, sequence, id, at) in enumerate(steps):
+            cps = stores[who].checkpoints
+            if step == "save":
+                cps.save("run", {"step": index}, branch=branch)
+            elif step == "root":
+                cps.save("run", {"step": index}, branch=branch, parent=None)
+            elif step == "explicit" and (before := cps.latest("run", branch)) is not None:
+                parent = cps.get(before.parent_ids[0]) if before.parent_ids else None
+                cps.save("run", {"step": index}, branch=branch, parent=parent)  # the latest's sibling
+            elif step == "put":
+                cps.put([mnemostore.Checkpoint(id=id, run_id="run", branch_id=branch, sequence=sequence,
+                                               created_at=at, updated_at=at, state={"step": index})])
+            elif step == "delete" and (before := cps.latest("run")) is not None:
+                cps.delete(before.id)
+            for store in stores:
+                for where, found in ((F.run_id == "run", store.checkpoints.latest("run")),
+                                     *(((F.run_id == "run") & (F.branch_id == b), store.checkpoints.latest("run", b))
+                                       for b in ("main", "b"))):
+                    ordered = store.checkpoints.query(where, order_by=LATEST_CHECKPOINT_ORDER).items
+                    assert found == (ordered[0] if ordered else None)
+                    assert store.checkpoints.first(where, order_by=LATEST_CHECKPOINT_ORDER) == found
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_sync_get_and_latest_call_the_backend_straight_and_keep_the_facade_checks(backend: str,
+                                                                                   tmp_path: Path) -> None:
+    """Over a sync `Store`, `get` and `latest` call the backend with no coroutine to drive; they return
+    what the async twin does, and a bad id or run, and a closed store, get the facade's errors."""
+    url = f"memory://{uuid.uuid4().hex}" if backend == "memory" else f"sqlite:///{tmp_path / 's.db'}"
+    store = mnemostore.open(url)
+    cps = store.checkpoints
+    first = cps.save("run", {"a": 1})
+    second = cps.save("run", {"a": 2}, branch="b", parent=first)
+    driven: list[Any] = []
+    drive = cps._run
+    cps._run = lambda coro: (driven.append(coro), drive(coro))[1]  # type: ignore[method-assign]
+    assert cps.get(first.id) == first and cps.get("missing") is None
+    assert cps.latest("run") == second and cps.latest("run", "main") == first and cps.latest("none") is None
+    assert driven == []
+    assert run_sync(cps._async.latest("run", "b")) == second and run_sync(cps._async.get(second.id)) == second
+    for call, field in ((lambda: cps.get(3), "ids[0]"), (lambda: cps.get("a\x00"), "ids[0]"),  # type: ignore[arg-type]
+                        (lambda: cps.latest(3), "where.run_id")):  # type: ignore[arg-type]
+        with pytest.raises(ValidationError) as refused:
+            call()
+        assert refused.value.errors[0][0] == field
+    store.close()
+    for call in (lambda: cps.get(first.id), lambda: cps.latest("run")):
+        with pytest.raises(StoreClosed):
+            call()
