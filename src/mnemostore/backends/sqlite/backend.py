@@ -36,7 +36,7 @@ from .filter_memo import Picked
 from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import gather, rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, KindSQL, Layout, tenant_key
-from .selects import SHAPES_KEPT, Select, by_id_range, first_key_indexed
+from .selects import SHAPES_KEPT, Select
 from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
 from .vector_cache import Matrix, VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
@@ -246,8 +246,11 @@ class SQLiteBackend(Backend):
         return found if found is not None else self._prepare(kind, create)
 
     def _written_kind(self, kind: str) -> KindSQL:
-        found = self._kind(kind, create=True)
-        assert found is not None
+        """A kind's statements for a write, its table created if it does not exist yet."""
+        found = self._kinds.get(kind)  # every write asks: one dict get, no call, when the kind is known
+        if found is None:
+            found = self._prepare(kind, create=True)
+            assert found is not None
         return found
 
     def _prepare(self, kind: str, create: bool) -> KindSQL | None:
@@ -325,7 +328,7 @@ class SQLiteBackend(Backend):
         """Insert-or-ignore every row; then, in the same transaction, replace the rows that were
         stored before with the stored `created_at` (read from their documents). A batch of new
         records costs what `put` does; a single one is one autocommit statement when it is new."""
-        prepared = self._kinds.get(kind) or self._written_kind(kind)
+        prepared = self._written_kind(kind)
         if len(records) == 1:
             rows = [prepared.encode(records[0])]
             sql, lean = prepared.one_insert(rows[0], True)
@@ -357,8 +360,7 @@ class SQLiteBackend(Backend):
             return []
         layout = prepared.layout
         condition, params = where_sql(layout, where)
-        select = Select.of(layout, condition, order, limit, vectors, by_id_range(where, order),
-                           limit == 1 and first_key_indexed(layout, where, order))
+        select = Select.of(layout, where, condition, order, limit, vectors)
         return self._select(layout, select, [tenant_key(tenant), *params], limit, vectors)
 
     def query_shape(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
@@ -404,8 +406,7 @@ class SQLiteBackend(Backend):
             if len(self._shapes) >= SHAPES_KEPT:
                 self._shapes.clear()
             condition, params = where_sql(layout, shape.where)
-            select = Select.of(layout, condition, shape.order, limit, vectors, by_id_range(shape.where, shape.order),
-                               limit == 1 and first_key_indexed(layout, shape.where, shape.order))
+            select = Select.of(layout, shape.where, condition, shape.order, limit, vectors)
             found = self._shapes[key] = (select, Binder(params))
         select, binder = found
         args = binder(tenant_key(tenant), values)

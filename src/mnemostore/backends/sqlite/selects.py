@@ -30,20 +30,21 @@ class Select:
     """How many times the statement takes the tenant and the condition's parameters, one after another."""
 
     @classmethod
-    def of(cls, layout: Layout, condition: str, order: Sequence[OrderKey], limit: int | None, vectors: bool,
-           id_range: bool, first_key_indexed: bool = False) -> Select:
+    def of(cls, layout: Layout, where: Expr | None, condition: str, order: Sequence[OrderKey], limit: int | None,
+           vectors: bool) -> Select:
+        """The statement of a query: `where` is the filter `condition` (its SQL) was made from."""
         # Order and limit on seqs first: SQLite's sorter would otherwise carry every
         # matching document (a run's 50 KB checkpoints) through the sort.
         sql = f"SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} ORDER BY {order_sql(layout, order)}"
         if limit == 1:  # first(): one statement, its own snapshot
             pick, repeat = f"{sql} LIMIT 1", 1
-            if first_key_indexed:
+            if first_key_indexed(layout, where, order):
                 pick, repeat = _unique_first(layout, condition, order, pick), 3
             return cls(f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE seq = ({pick})",
                        "first", repeat)
         if limit is not None:
             sql += " LIMIT ?"
-        if id_range:  # the (tenant, id) index both selects and orders: no sorter to carry docs
+        if by_id_range(where, order):  # the (tenant, id) index both selects and orders: no sorter to carry docs
             return cls(f"SELECT {layout.read_columns(vectors)} {sql[len('SELECT seq '):]}", "whole")
         return cls(sql, "seqs")
 
