@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from ...core.capabilities import Capability
 from ...core.checkpoints import LATEST
 from ...core.errors import MergeConflict, NotFound, ValidationError
+from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import Checkpoint
 from ...core.store import Store
 from ..factories import offset_time
@@ -139,6 +140,42 @@ class CheckpointClauses:
         assert (side.parent_ids, side.sequence) == ([], 0)
         assert (child.parent_ids, child.sequence) == ([root.id], 1)
         assert (theirs.parent_ids, theirs.sequence, theirs.tenant_id) == ([other.id], 1, "acme")
+
+    @since("1.11")
+    def test_latest_is_the_first_in_the_latest_order_through_ties_deletes_and_tenants(
+            self, store: Store, open_store: Callable[..., Store]) -> None:
+        """`latest` of a run (and of a branch) is its first checkpoint in `LATEST_CHECKPOINT_ORDER`:
+        highest sequence, then newest, then lowest id; another tenant's checkpoints never count, and
+        after the latest is deleted the next in that order is. A default-parent save links to it."""
+        acme = open_store(tenant="acme")
+        cps = store.checkpoints
+        old, new = offset_time(1), offset_time(0)  # 12:30 at UTC-11 is an hour before 12:30 at UTC-12: instants order
+
+        def put(id: str, sequence: int, at: datetime, branch: str = "main") -> None:
+            cps.put([Checkpoint(id=id, run_id="run", sequence=sequence, branch_id=branch, created_at=at,
+                                updated_at=at, state={"id": id})])
+
+        def latest_ids() -> tuple[str | None, ...]:
+            found = (cps.latest("run"), cps.latest("run", "main"), cps.latest("run", "side"),
+                     cps.first({"run_id": "run"}, order_by=LATEST_CHECKPOINT_ORDER))
+            return tuple(None if c is None else c.id for c in found)
+
+        put("z", 0, new)
+        put("c", 1, old)
+        put("b", 1, new)  # ties "c" on sequence: the newer wins
+        put("a", 1, new, branch="side")  # ties "b" on sequence and time: the lower id wins
+        acme.checkpoints.add(id="x", run_id="run", sequence=9, state={})
+        assert latest_ids() == ("a", "b", "a", "a")
+        assert acme.checkpoints.latest("run").id == "x"  # type: ignore[union-attr]
+        cps.delete("a")
+        assert latest_ids() == ("b", "b", None, "b")
+        put("c", 1, new)  # put again, now tied with "b" on sequence and time
+        assert latest_ids() == ("b", "b", None, "b")
+        cps.delete("b")
+        assert latest_ids() == ("c", "c", None, "c")
+        child = cps.save("run", {"n": 1})
+        assert (child.parent_ids, child.sequence) == (["c"], 2)
+        assert latest_ids() == (child.id, child.id, None, child.id)
 
     @since("1.2")
     def test_a_default_parent_at_the_largest_sequence_is_refused_and_nothing_written(self, store: Store) -> None:
