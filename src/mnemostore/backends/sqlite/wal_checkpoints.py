@@ -10,11 +10,14 @@ by a crash is redone by the next opener: SQLite's own guarantee.
 
 It replaced a background thread (PASSIVE checkpoints beside the commits past 4 MB of WAL, the writers
 checkpointing themselves past 16 MB), which cost more on every thread together (`bench/profile_wal.py`,
-callgrind): a `MnemostoreSaver.put` of a varied 50 KB state 929k -> 818k instructions (`SqliteSaver` 766k),
-a `put_writes` 310k -> 267k (220k), a `get_tuple` right after 300 puts 803k -> 766k (779k), a facade
-`checkpoints.save` 1,191k -> 1,115k; the process's CPU time moved alike. Its checkpoints copied pages
-that the next commits rewrote, and each commit read the WAL-index header: against 244k for a `put_writes`
-with no checkpoint at all, SQLite's own adds ~23k instructions, the thread added ~66k.
+callgrind instructions per call): a `MnemostoreSaver.put` of a varied 50 KB state 929k -> 818k
+(`SqliteSaver` 766k), a `put_writes` 310k -> 267k (220k), a `get_tuple` right after 300 puts 803k -> 766k
+(779k), a facade `checkpoints.save` 1,191k -> 1,115k, a 150-step graph run 361M -> 355M. Process CPU (user
++ sys, medians of 6 runs) moved alike: put 236 -> 193 us (142), put_writes 88 -> 73 us (51), the read
+101 -> 90 us (106); the graph's did not measurably (120 -> 126 ms, ranges overlapping), and its wall time,
+with a core free for the thread, rose (144 -> 164 ms, median of 8, ranges overlapping). The thread's
+checkpoints copied pages that the next commits rewrote, and each commit read the WAL-index header:
+against 244k for a `put_writes` with no checkpoint at all, SQLite's own adds ~23k, the thread added ~66k.
 """
 
 from __future__ import annotations
