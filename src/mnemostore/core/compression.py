@@ -21,12 +21,17 @@ shrinks only 4x in 79 µs, which its INSERT wins back (~121 to ~51 µs) but its 
 The sample itself costs ~10-15 us; a writer that passes `Verdicts` (SQLite's row encoder, one per kind's
 document and bytes field; Postgres's `KindLayout`, one per bytes field) keeps its answer per size class
 and samples again only every `RESAMPLE`th payload, so a stream of varied text stops paying for it (see `Verdicts`).
+
+Frames that inflate `MEMO_RATIO`-fold or more go through a memo of their inflated bytes (`Inflated`), filled
+when a write compresses and when a read inflates: an agent reads back the checkpoint it just wrote at every
+step, and inflating a 46 KB repeated-text payload costs ~125k instructions where finding it costs ~1k.
 """
 
 from __future__ import annotations
 
 import threading
 import zlib
+from collections import OrderedDict
 from typing import Any
 
 COMPRESS_AT = 4096
@@ -55,9 +60,9 @@ def deflate(document: bytes, threshold: int = COMPRESS_AT, pays_at: float = 0.0,
         return document
     compressor = _codecs()[0]
     if not pays_at:
-        return bytes(compressor.compress(document))
+        return _compressed(compressor, document)
     if verdicts is None:
-        return bytes(compressor.compress(document)) if _pays(compressor, document, pays_at) else document
+        return _compressed(compressor, document) if _pays(compressor, document, pays_at) else document
     return verdicts.packed(compressor, document, pays_at) or document
 
 
@@ -66,8 +71,84 @@ def inflate(stored: bytes | memoryview) -> bytes:
     if stored[:1] == b"{":
         return stored if isinstance(stored, bytes) else bytes(stored)
     if stored[:4] == _ZSTD_MAGIC:
-        return bytes(_codecs()[1].decompress(stored))
+        return _inflated(stored)
     return zlib.decompress(stored)
+
+
+def _compressed(compressor: Any, data: bytes) -> bytes:
+    """`data` as a zstd frame, remembered in the memo (`Inflated`) when it shrank enough."""
+    frame = bytes(compressor.compress(data))
+    INFLATED.keep(frame, data)
+    return frame
+
+
+def _inflated(frame: bytes | memoryview) -> bytes:
+    """The bytes a zstd frame holds: from the memo (`Inflated`) when there, else inflated (and kept)."""
+    memo = INFLATED
+    if len(frame) <= memo.longest:  # no frame this long was ever kept: no key to hash
+        found = memo.kept.get(frame if type(frame) is bytes else bytes(frame))
+        if found is not None:
+            return found
+    inflated = bytes(_codecs()[1].decompress(frame))
+    memo.keep(frame, inflated)
+    return inflated
+
+
+MEMO_RATIO = 8
+"""Only frames that inflate this many times their size or more are memoized: hashing and comparing such
+a key costs ~1% of inflating it, so a miss costs next to nothing."""
+MEMO_BYTES = 16 << 20
+"""The memo holds at most this many inflated bytes (16 MiB), plus their frames (at most 1/`MEMO_RATIO`
+of that, 2 MiB); one value holds at most 1/16 of it."""
+MEMO_ENTRIES = 1024
+"""... and at most this many frames."""
+
+
+class Inflated:
+    """A bounded memo frame -> inflated bytes, a pure function of the frame's exact bytes: a hit is what
+    inflating would give (keys compare equal byte for byte; values are immutable `bytes`). The oldest
+    entry goes first. Threads share it: reads take no lock (one dict get), changes take `_lock`."""
+
+    __slots__ = ("_held", "_lock", "kept", "longest")
+
+    def __init__(self) -> None:
+        self.kept: OrderedDict[bytes, bytes] = OrderedDict()
+        """Frame -> its inflated bytes, oldest first (an `OrderedDict`: a plain dict's first key is found by
+        walking past the slots its evictions emptied)."""
+        self.longest = 0
+        """The longest frame ever kept: a longer one is not looked up."""
+        self._held = 0
+        """The inflated bytes `kept` holds."""
+        self._lock = threading.Lock()
+
+    def keep(self, frame: bytes | memoryview, inflated: bytes) -> None:
+        """Remember `inflated` as `frame`'s bytes if it is `MEMO_RATIO` times longer or more (and plain
+        `bytes`, so immutable), evicting the oldest entries to stay within the bounds."""
+        size = len(inflated)
+        if size < MEMO_RATIO * len(frame) or size > MEMO_BYTES // 16 or type(inflated) is not bytes:
+            return
+        key = bytes(frame) if isinstance(frame, memoryview) else frame
+        with self._lock:
+            kept = self.kept
+            if key in kept:
+                return
+            held = self._held + size
+            while kept and (len(kept) >= MEMO_ENTRIES or held > MEMO_BYTES):
+                held -= len(kept.popitem(last=False)[1])
+            kept[key] = inflated
+            self._held = held
+            if len(key) > self.longest:
+                self.longest = len(key)
+
+    def clear(self) -> None:
+        """Forget every entry (tests, and a process that wants its memory back)."""
+        with self._lock:
+            self.kept.clear()
+            self._held = self.longest = 0
+
+
+INFLATED = Inflated()
+"""The process's memo of inflated frames (`Inflated`)."""
 
 
 PAYLOAD_PLAIN = 0
@@ -88,7 +169,7 @@ def pack_payload(payload: bytes, verdicts: Verdicts | None = None) -> bytes:
             if compressed is not None:
                 return bytes((PAYLOAD_ZSTD,)) + compressed
         elif _pays(compressor, payload, PAYS_AT):
-            return bytes((PAYLOAD_ZSTD,)) + bytes(compressor.compress(payload))
+            return bytes((PAYLOAD_ZSTD,)) + _compressed(compressor, payload)
     return bytes((PAYLOAD_PLAIN,)) + payload
 
 
@@ -132,7 +213,7 @@ class Verdicts:
             return None
         if not kept[0]:
             return None
-        compressed = bytes(compressor.compress(data))
+        compressed = _compressed(compressor, data)
         if len(data) >= pays_at * len(compressed):
             return compressed
         kept[0], kept[1] = False, RESAMPLE - 1
@@ -151,7 +232,7 @@ def pack_bare_payload(payload: bytes, verdicts: Verdicts | None = None) -> bytes
             if compressed is not None:
                 return compressed
         elif _pays(compressor, payload, PAYS_AT):
-            return bytes(compressor.compress(payload))
+            return _compressed(compressor, payload)
     if payload[:1] in _BARE_NEVER or payload[:4] == _ZSTD_MAGIC:
         return bytes((PAYLOAD_PLAIN,)) + payload
     return payload
@@ -167,9 +248,9 @@ def unpack_payload(stored: bytes | memoryview) -> bytes:
     if first == PAYLOAD_PLAIN:
         return bytes(memoryview(stored)[1:])
     if first == PAYLOAD_ZSTD:
-        return bytes(_codecs()[1].decompress(memoryview(stored)[1:]))
+        return _inflated(memoryview(stored)[1:])
     if stored[:4] == _ZSTD_MAGIC:
-        return bytes(_codecs()[1].decompress(stored))
+        return _inflated(stored)
     return stored if type(stored) is bytes else bytes(stored)
 
 

@@ -1,0 +1,141 @@
+"""Instructions per checkpoint read, counted by callgrind: `MnemostoreSaver` beside `SqliteSaver` (get_tuple by
+id, latest, list) and the facade's `checkpoints.get` / `latest` beside raw sqlite3, after a thread of `--written`
+checkpoints (read by id in the order written, as `bench/case_langgraph.py` does).
+
+    python bench/profile_read.py --state repeated
+    python bench/profile_read.py --state repeated --memo off --sides saver_get,facade_get
+
+Each side runs twice under callgrind (`profile_save.py` says how), with 0 and `--n` reads after the same
+writes and warm-up; the difference divided by `--n` is one read's instructions, all threads counted.
+`--memo off` keeps nothing in `compression.INFLATED` (every read inflates: the miss path without a lookup);
+`--memo one` keeps one frame (every read of a cycle misses, looks up and evicts: a miss's whole cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+WARM = 30
+SIDES = ("saver_get", "saver_latest", "saver_list", "sqlitesaver_get", "sqlitesaver_latest", "sqlitesaver_list",
+         "facade_get", "facade_latest", "raw_get", "raw_latest")
+"""`<who>_<read>`: who is MnemostoreSaver (sqlite), SqliteSaver, the facade's `checkpoints` or raw sqlite3;
+`list` is one item of a list of the whole thread."""
+
+
+def _memo(mode: str) -> None:
+    """Set the memo's bounds for this run (`--memo`)."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from mnemostore.core import compression
+
+        if mode == "off":
+            compression.MEMO_RATIO = 1 << 62  # type: ignore[attr-defined]
+        elif mode == "one":
+            compression.MEMO_ENTRIES = 1  # type: ignore[attr-defined]
+
+
+def _reads(side: str, state: dict[str, Any], written: int, where: Path) -> tuple[Callable[[int], object], Any]:
+    """A function i -> the i-th read of `side`, after writing its thread; and what to close."""
+    who, read = side.rsplit("_", 1)
+    stack = contextlib.ExitStack()
+    if who in ("saver", "sqlitesaver"):
+        from case_langgraph import _thread, checkpoints, put_run, sqlite_saver
+
+        if who == "sqlitesaver":
+            saver = stack.enter_context(sqlite_saver(where / "theirs.db"))
+        else:
+            import mnemostore
+            from mnemostore.integrations.langgraph import MnemostoreSaver
+
+            saver = MnemostoreSaver(stack.enter_context(mnemostore.open(f"sqlite:///{where / 'ours.db'}")))
+        configs = put_run(saver, "run", checkpoints(saver, written, state))
+        thread = _thread("run")
+        if read == "list":
+            items = iter(())
+
+            def one_listed(i: int) -> object:
+                nonlocal items
+                for item in items:
+                    return item
+                items = iter(saver.list(thread))
+                return next(items)
+            return one_listed, stack
+        if read == "latest":
+            return lambda i: saver.get_tuple(thread), stack
+        return lambda i: saver.get_tuple(configs[i % written]), stack
+    if who == "raw":
+        from rawsqlite import connect, latest_checkpoint, load_checkpoint, save_checkpoint
+
+        conn = stack.enter_context(contextlib.closing(connect(where / "raw.db")))
+        for i in range(written):
+            save_checkpoint(conn, f"c{i}", "run", i, state)
+        if read == "latest":
+            return lambda i: latest_checkpoint(conn, "run"), stack
+        return lambda i: load_checkpoint(conn, f"c{i % written}"), stack
+    import mnemostore
+
+    cps = stack.enter_context(mnemostore.open(f"sqlite:///{where / 'facade.db'}")).checkpoints
+    ids = [cps.save("run", state, parent=None, node_id=f"n{i}").id for i in range(written)]
+    if read == "latest":
+        return lambda i: cps.latest("run"), stack
+    return lambda i: cps.get(ids[i % written]), stack
+
+
+def _run(side: str, state: dict[str, Any], n: int, written: int, where: Path) -> None:
+    """`side`'s reads WARM + n times, in this process (what callgrind counts)."""
+    read, stack = _reads(side, state, written, where)
+    with stack:
+        for i in range(WARM + n):
+            read(i)
+
+
+def _count(side: str, args: argparse.Namespace, n: int, where: Path) -> int:
+    """Instructions (all threads) of a run of `side` with n reads."""
+    out = where / f"{side}-{n}"
+    out.mkdir()
+    subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                    f"--callgrind-out-file={out}/cg.%p", sys.executable, __file__, "--run", side,
+                    "--state", args.state, "--n", str(n), "--written", str(args.written), "--memo", args.memo,
+                    "--dir", str(out)],
+                   check=True, capture_output=True,
+                   env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0"})
+    return sum(int(re.search(r"^summary: (\d+)", dump.read_text(), re.M).group(1))  # type: ignore[union-attr]
+               for dump in out.glob("cg.*-*"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--state", choices=("varied", "repeated"), default="repeated")
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--written", type=int, default=200, help="checkpoints in the thread read")
+    parser.add_argument("--memo", choices=("on", "off", "one"), default="on")
+    parser.add_argument("--sides", default=",".join(SIDES))
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from data import checkpoint_state, varied_state
+
+    _memo(args.memo)
+    state = varied_state() if args.state == "varied" else checkpoint_state()
+    if args.run:
+        _run(args.run, state, args.n, args.written, Path(args.dir))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"instructions per read, all threads, {args.state} 50 KB state, thread of {args.written}, "
+              f"memo {args.memo} ({args.n} reads less 0, after {WARM})")
+        for side in args.sides.split(","):
+            per = (_count(side, args, args.n, Path(tmp)) - _count(side, args, 0, Path(tmp))) / args.n
+            print(f"  {side:20s} {per:11,.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
