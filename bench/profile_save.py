@@ -88,9 +88,13 @@ def _count(side: str, which: str, n: int, where: Path) -> tuple[int, int]:
     """(main thread, other threads) instructions of a run of `side` with n calls."""
     out = where / f"{side}-{n}"
     out.mkdir()
+    return callgrind_instructions([__file__, "--run", side, "--state", which, "--n", str(n), "--dir", str(out)], out)
+
+
+def callgrind_instructions(script: list[str], out: Path) -> tuple[int, int]:
+    """(main thread, other threads) instructions of `python *script` under callgrind, its dumps in `out`."""
     subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                    f"--callgrind-out-file={out}/cg.%p", sys.executable, __file__, "--run", side,
-                    "--state", which, "--n", str(n), "--dir", str(out)],
+                    f"--callgrind-out-file={out}/cg.%p", sys.executable, *script],
                    check=True, capture_output=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     main = other = 0
     for dump in out.glob("cg.*-*"):
