@@ -105,13 +105,18 @@ def interleaved_per_call(fns: dict[str, Callable[[int], object]], calls: int) ->
     """Median seconds of each `fn(i)` over `calls` calls, the functions taking turns call by call:
     on a shared machine load comes and goes within a second, and a block of one function's calls
     then the other's would each catch a different load."""
+    return {key: statistics.median(values) for key, values in interleaved_samples(fns, calls).items()}
+
+
+def interleaved_samples(fns: dict[str, Callable[[int], object]], calls: int) -> dict[str, list[float]]:
+    """Seconds of each of `calls` calls `fn(i)` of each function, the functions taking turns call by call."""
     samples: dict[str, list[float]] = {key: [] for key in fns}
     for i in range(calls):
         for key, fn in fns.items():
             start = time.perf_counter()
             fn(i)
             samples[key].append(time.perf_counter() - start)
-    return {key: statistics.median(values) for key, values in samples.items()}
+    return samples
 
 
 def median(values: list[float]) -> float:
