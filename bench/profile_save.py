@@ -85,12 +85,12 @@ def _insert(sql: str, row: tuple[Any, ...], conn: Any) -> None:
     conn.execute(sql, row).close()
 
 
-def _count(side: str, which: str, n: int, where: Path) -> tuple[int, int]:
-    """(main thread, other threads) instructions of a run of `side` with n calls."""
+def _count(side: str, which: str, n: int, where: Path, script: str = __file__) -> tuple[int, int]:
+    """(main thread, other threads) instructions of a run of `side` with n calls (`script --run side`)."""
     out = where / f"{side}-{n}"
     out.mkdir()
     subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                    f"--callgrind-out-file={out}/cg.%p", sys.executable, __file__, "--run", side,
+                    f"--callgrind-out-file={out}/cg.%p", sys.executable, script, "--run", side,
                     "--state", which, "--n", str(n), "--dir", str(out)],
                    check=True, capture_output=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     main = other = 0
