@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import re
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-WARM = 30
+from profile_save import WARM, callgrind_instructions
+
 SIDES = ("saver_get", "saver_latest", "saver_list", "sqlitesaver_get", "sqlitesaver_latest", "sqlitesaver_list",
          "facade_get", "facade_latest", "raw_get", "raw_latest")
 """`<who>_<read>`: who is MnemostoreSaver (sqlite), SqliteSaver, the facade's `checkpoints` or raw sqlite3;
@@ -101,14 +99,9 @@ def _count(side: str, args: argparse.Namespace, n: int, where: Path) -> int:
     """Instructions (all threads) of a run of `side` with n reads."""
     out = where / f"{side}-{n}"
     out.mkdir()
-    subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                    f"--callgrind-out-file={out}/cg.%p", sys.executable, __file__, "--run", side,
-                    "--state", args.state, "--n", str(n), "--written", str(args.written), "--memo", args.memo,
-                    "--dir", str(out)],
-                   check=True, capture_output=True,
-                   env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0"})
-    return sum(int(re.search(r"^summary: (\d+)", dump.read_text(), re.M).group(1))  # type: ignore[union-attr]
-               for dump in out.glob("cg.*-*"))
+    main, other = callgrind_instructions([__file__, "--run", side, "--state", args.state, "--n", str(n),
+                                          "--written", str(args.written), "--memo", args.memo, "--dir", str(out)], out)
+    return main + other
 
 
 def main() -> None:

@@ -95,7 +95,8 @@ def callgrind_instructions(script: list[str], out: Path) -> tuple[int, int]:
     """(main thread, other threads) instructions of `python *script` under callgrind, its dumps in `out`."""
     subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
                     f"--callgrind-out-file={out}/cg.%p", sys.executable, *script],
-                   check=True, capture_output=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+                   check=True, capture_output=True,
+                   env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0"})
     main = other = 0
     for dump in out.glob("cg.*-*"):
         total = int(re.search(r"^summary: (\d+)", dump.read_text(), re.M).group(1))  # type: ignore[union-attr]

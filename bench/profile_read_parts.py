@@ -1,0 +1,116 @@
+"""Where a facade checkpoint read's instructions go, counted by callgrind as `profile_save` splits a save:
+`checkpoints.latest` and `checkpoints.get` beside raw sqlite3 + orjson (`rawsqlite`) on the same state, and
+the parts of the read (the statement alone, through the pool, the record rebuilt, `orjson.loads`).
+`profile_read.py` compares whole reads (the savers' and the facade's); this splits the facade's.
+
+    python bench/profile_read_parts.py                          # every side, the varied 50 KB state
+    python bench/profile_read_parts.py --state repeated --sides latest,raw_latest
+
+A run of RUN checkpoints is saved first (untimed); `get` cycles through its ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from profile_save import WARM, callgrind_instructions
+
+RUN = 50
+SIDES = ("latest", "raw_latest", "get", "raw_get", "latest_sql", "raw_latest_sql", "get_sql", "raw_get_sql",
+         "latest_read", "get_read", "decode", "loads")
+"""`checkpoints.latest(run)` and `.get(id)`, and raw sqlite3's SELECT + `orjson.loads`; then parts: each
+side's statement alone on a plain sqlite3 connection (`_sql`), ours through the pool (`_read`:
+`Connections.one_read`), the record rebuilt from a fetched row (`decode`) and `orjson.loads` of its document."""
+
+
+def _run(side: str, state: dict[str, Any], n: int, where: Path) -> None:
+    """`side`'s call WARM + n times, in this process (what callgrind counts)."""
+    if side.startswith("raw"):
+        from rawsqlite import connect, latest_checkpoint, load_checkpoint, save_checkpoint
+
+        with contextlib.closing(connect(where / "raw.db")) as conn:
+            for i in range(RUN):
+                save_checkpoint(conn, f"c{i}", "run", i, state)
+            latest_sql = "SELECT state FROM checkpoint WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
+            raw: dict[str, Callable[[int], object]] = {
+                "raw_latest": lambda i: latest_checkpoint(conn, "run"),
+                "raw_get": lambda i: load_checkpoint(conn, f"c{i % RUN}"),
+                "raw_latest_sql": lambda i: conn.execute(latest_sql, ("run",)).fetchone(),
+                "raw_get_sql": lambda i: conn.execute("SELECT state FROM checkpoint WHERE id = ?",
+                                                      (f"c{i % RUN}",)).fetchone(),
+            }
+            _loop(raw[side], n)
+        return
+    import orjson
+
+    import mnemostore
+
+    with mnemostore.open(f"sqlite:///{where / 'ours.db'}") as store:
+        cps, backend = store.checkpoints, store.backend
+        ids = [cps.save("run", state).id for _ in range(RUN)]
+        cps.latest("run")  # compiles latest's shape
+        ((select, binder),) = backend._shapes.values()  # type: ignore[attr-defined]
+        latest_args = binder("", {"run_id": "run"}) * select.repeat
+        prepared = backend._kind("checkpoint")  # type: ignore[attr-defined]
+        get_sql, db = prepared.get_one[True], backend.db  # type: ignore[attr-defined]
+        row = db.one_read(lambda c: c.execute(get_sql, ["", ids[0]]).fetchone())
+        decode = prepared.layout.row_decoder
+        with contextlib.closing(sqlite3.connect(where / "ours.db")) as plain:
+            ours: dict[str, Callable[[int], object]] = {
+                "latest": lambda i: cps.latest("run"),
+                "get": lambda i: cps.get(ids[i % RUN]),
+                "latest_sql": lambda i: plain.execute(select.sql, latest_args).fetchall(),
+                "get_sql": lambda i: plain.execute(get_sql, ["", ids[i % RUN]]).fetchall(),
+                "latest_read": lambda i: db.one_read(lambda c: c.execute(select.sql, latest_args).fetchall()),
+                "get_read": lambda i: db.one_read(lambda c: c.execute(get_sql, ["", ids[i % RUN]]).fetchall()),
+                "decode": lambda i: decode(row),
+                "loads": lambda i: orjson.loads(row[0]),
+            }
+            _loop(ours[side], n)
+
+
+def _count(side: str, which: str, n: int, where: Path) -> tuple[int, int]:
+    """(main thread, other threads) instructions of a run of `side` with n calls."""
+    out = where / f"{side}-{n}"
+    out.mkdir()
+    return callgrind_instructions([__file__, "--run", side, "--state", which, "--n", str(n), "--dir", str(out)], out)
+
+
+def _loop(call: Callable[[int], object], n: int) -> None:
+    for i in range(WARM + n):
+        call(i)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--state", choices=("varied", "repeated"), default="varied")
+    parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--sides", default=",".join(SIDES))
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    from data import checkpoint_state, varied_state
+
+    state = varied_state() if args.state == "varied" else checkpoint_state()
+    if args.run:
+        _run(args.run, state, args.n, Path(args.dir))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"instructions per call, {args.state} 50 KB state ({args.n} calls less 0, after {WARM})")
+        for side in args.sides.split(","):
+            (main0, other0), (main1, other1) = (_count(side, args.state, n, Path(tmp)) for n in (0, args.n))
+            main_per, other_per = (main1 - main0) / args.n, (other1 - other0) / args.n
+            print(f"  {side:14s} main {main_per:11,.0f}  other threads {other_per:9,.0f}  "
+                  f"total {main_per + other_per:11,.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    main()
