@@ -4,8 +4,11 @@ and a read of what a write just compressed does not inflate."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -165,3 +168,24 @@ def test_threads_sharing_the_memo_read_exactly() -> None:
         thread.join()
     assert not wrong
     assert len(compression.INFLATED.kept) <= 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_keeps_frames_though_the_parent_held_the_memos_lock() -> None:
+    """A fork while a thread holds the memo's lock leaves it held in the child: the child renews it."""
+    data = repetitive(COMPRESS_AT, 7)
+    with compression.INFLATED._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: keeping a frame takes the lock
+            code = 0 if inflate(deflate(data)) == data and compression.INFLATED.kept else 1
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the child hung on the memo's lock")

@@ -29,6 +29,7 @@ step, and inflating a 46 KB repeated-text payload costs ~125k instructions where
 
 from __future__ import annotations
 
+import os
 import threading
 import zlib
 from collections import OrderedDict
@@ -149,6 +150,14 @@ class Inflated:
 
 INFLATED = Inflated()
 """The process's memo of inflated frames (`Inflated`)."""
+
+
+def _after_fork() -> None:
+    """A forked child has only the forking thread: a lock another thread held stays held, so renew it."""
+    INFLATED._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 PAYLOAD_PLAIN = 0
