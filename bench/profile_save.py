@@ -6,7 +6,8 @@ shared machine are not): `checkpoints.save` beside `SqliteSaver.put` and parts o
 
 Each side runs twice under `valgrind --tool=callgrind --separate-threads=yes`, with 0 and `--n` calls
 after the same warm-up; the difference divided by `--n` is one call's instructions, on the main
-thread and on every other thread. memcpy of large buffers counts one
+thread and on every other thread (the WAL checkpoint thread: its share moves from run to run with
+when it wakes). memcpy of large buffers counts one
 instruction a byte (`rep movsb`), so copies weigh more here than in time. Needs valgrind.
 """
 

@@ -1,9 +1,9 @@
-"""SQLite checkpoints the WAL inside the commits that cross its threshold (`sqlite/wal_checkpoints.py`):
-the WAL stays bounded, a reader holding an old snapshot holds it back only until it ends, and a process
-killed while a checkpoint runs leaves a whole store."""
+"""The WAL is checkpointed beside the writers (`sqlite/wal_checkpoints.py`), stays bounded, and a
+process killed while a checkpoint runs leaves a whole store."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sqlite3
@@ -13,128 +13,209 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import mnemostore
-from mnemostore.backends.sqlite import wal_checkpoints
+from mnemostore.backends.sqlite import shm_descriptors, wal_checkpoints
 
 KB = 1024
-PAGE = 4096
-THRESHOLD_BYTES = wal_checkpoints.AUTOCHECKPOINT * (PAGE + 24)
-"""The WAL's bytes at SQLite's threshold: frames of a 24-byte header and a page."""
 
 
 def wal_size(db: Path) -> int:
-    """The WAL file's size: SQLite reuses it in place after a reset, so it is the most frames it ever held."""
     try:
         return os.stat(f"{db}-wal").st_size
     except FileNotFoundError:
         return 0
 
 
-def put_batches(store: mnemostore.Store, prefix: str, batches: int, size: int) -> None:
-    """`batches` commits of four outcomes of about `size` bytes each, of random text (it does not compress)."""
-    for batch in range(batches):
-        store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": os.urandom(size // 2).hex(),
-                             "id": f"{prefix}-{batch:05d}-{i}"} for i in range(4)])
-
-
-def test_every_connection_checkpoints_at_sqlite_s_threshold(tmp_path: Path) -> None:
+def test_the_store_s_connections_leave_checkpoints_to_the_background(tmp_path: Path) -> None:
     with mnemostore.open(f"sqlite:///{tmp_path / 'store.db'}") as store:
         store.outcomes.add(task_type="t", success=True)
         pool = store.backend._db  # type: ignore[attr-defined]
         with pool.connection() as conn:
-            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == wal_checkpoints.AUTOCHECKPOINT
+            assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
             assert conn.execute("PRAGMA journal_size_limit").fetchone()[0] == wal_checkpoints.JOURNAL_SIZE_LIMIT
-            assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE
 
 
-@settings(max_examples=4, deadline=None)
-@given(size=st.integers(min_value=500, max_value=40_000), megabytes=st.integers(min_value=6, max_value=12))
-def test_the_wal_stays_near_the_threshold_and_the_records_reach_the_database(
-        tmp_path_factory: pytest.TempPathFactory, size: int, megabytes: int) -> None:
-    """Commits of any size writing several thresholds' worth of pages: the WAL never holds much more than
-    the threshold and one commit, and what was committed is copied into the database file."""
-    db = tmp_path_factory.mktemp("wal") / "store.db"
-    batches = megabytes * 1024 * KB // (4 * size)
-    biggest = 0
-    with mnemostore.open(f"sqlite:///{db}") as store:
-        for start in range(0, batches, 20):
-            put_batches(store, f"b{start}", min(20, batches - start), size)
-            biggest = max(biggest, wal_size(db))
-        assert store.outcomes.count() == 4 * batches
-        copied = os.stat(db).st_size
-    written = os.stat(db).st_size  # closed: the last connection copied the rest
-    assert written >= megabytes * 1024 * KB
-    assert biggest <= THRESHOLD_BYTES + 2 * (4 * size + 64 * KB)  # a commit or two past it
-    assert copied >= written - biggest
-
-
-def test_a_reader_holding_an_old_snapshot_holds_the_wal_back_only_until_it_ends(tmp_path: Path) -> None:
-    """While a reader holds its snapshot the WAL cannot start over and grows; once it ends, the next
-    commit (past the threshold) copies everything and SQLite starts the WAL over, so it grows by no
-    more than that commit's frames."""
+def test_the_thread_copies_the_wal_into_the_database_beside_the_writers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the writers' own checkpoint out of reach (LIMIT huge), only the thread can bring the
+    records into the database file."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**40)
     db = tmp_path / "store.db"
     with mnemostore.open(f"sqlite:///{db}") as store:
-        put_batches(store, "before", 1, 1_000)
-        reader = sqlite3.connect(db, isolation_level=None)
-        reader.execute("BEGIN")
-        assert reader.execute("SELECT count(*) FROM mnemo_outcome").fetchone() == (4,)
-        put_batches(store, "held", 150, 20_000)  # ~12 MB: three thresholds' worth
-        held = wal_size(db)
-        assert held > 2 * THRESHOLD_BYTES
-        assert reader.execute("SELECT count(*) FROM mnemo_outcome").fetchone() == (4,)  # its snapshot, exact
+        for batch in range(150):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+        deadline = time.monotonic() + 10
+        while os.stat(db).st_size < 600 * 2_000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.stat(db).st_size >= 600 * 2_000
+        assert store.outcomes.count() == 600
+
+
+def wal_frames_and_copied(db: Path) -> tuple[int, int]:
+    """(mxFrame, nBackfill) from the WAL-index in the `-shm` file (https://sqlite.org/walformat.html)."""
+    fd = shm_descriptors.descriptor(f"{db}-shm")  # not a file of its own: its close would drop the store's locks
+    assert fd is not None
+    header = os.pread(fd, 100, 0)
+    return int.from_bytes(header[16:20], sys.byteorder), int.from_bytes(header[96:100], sys.byteorder)
+
+
+def test_once_the_writers_pause_the_thread_copies_every_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint beside commits leaves their frames behind; when the writers pause, the thread copies
+    the rest, so readers skip the WAL (without the catch-up, the frames after its last wake stay uncopied)."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**40)
+    monkeypatch.setattr(wal_checkpoints, "IDLE", 0.3)
+    db = tmp_path / "store.db"
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        reader = sqlite3.connect(db)  # an old snapshot: the checkpoints beside the writes cannot copy past it
+        for batch in range(60):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            if batch == 10:
+                reader.execute("BEGIN")
+                reader.execute("SELECT count(*) FROM mnemo_outcome").fetchone()
+        time.sleep(0.1)  # the checkpoint of the thread's last wake runs while the reader holds frames back
         reader.execute("COMMIT")
         reader.close()
-        put_batches(store, "after", 300, 20_000)  # ~24 MB more
-        assert held <= wal_size(db) < held + 256 * KB  # a commit of ~45 pages
-        assert store.outcomes.count() == 4 * 451
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        frames, copied = wal_frames_and_copied(db)
+        deadline = time.monotonic() + 10
+        while copied < frames and time.monotonic() < deadline:
+            time.sleep(0.01)
+            frames, copied = wal_frames_and_copied(db)
+        assert frames > 0 and copied == frames
+        assert store.outcomes.count() == 240
+
+
+@pytest.mark.parametrize("thread", ["running", "stalled", "no shared memory read"])
+def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str) -> None:
+    """Past LIMIT a writer checkpoints itself with the process's writers held back, so SQLite resets
+    the WAL: it never grows past LIMIT and a commit, whether the thread runs beside them or not, and
+    also when the WAL-index header cannot be read (the WAL file's size stands in for its frames)."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 256 * KB)
+    if thread == "stalled":
+        monkeypatch.setattr(wal_checkpoints.WalCheckpoints, "_start", lambda self: None)
+    if thread == "no shared memory read":
+        monkeypatch.setattr(wal_checkpoints, "wal_bytes", lambda fd: None)
+    db = tmp_path / "store.db"
+    biggest = 0
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        for batch in range(120):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            biggest = max(biggest, wal_size(db))
+    assert biggest < 256 * KB + 64 * KB
+
+
+def test_a_reset_wal_is_reused_in_place_and_its_frames_still_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite resets the WAL after the writers' checkpoints without truncating the file (writing it
+    anew cost more CPU than the commits), so its size stays while `wal_bytes`, read from the WAL-index
+    header, drops back: the writers still see each reset and keep the WAL bounded."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 256 * KB)
+    db = tmp_path / "store.db"
+    sizes: list[int] = []
+    counted: list[int] = []
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        for batch in range(120):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            sizes.append(wal_size(db))
+            fd = shm_descriptors.descriptor(f"{db}-shm")
+            frames = None if fd is None else wal_checkpoints.wal_bytes(fd)
+            assert frames is not None and frames <= sizes[-1]
+            counted.append(frames)
+    assert sizes == sorted(sizes)  # never truncated
+    assert max(sizes) < 256 * KB + 64 * KB
+    resets = sum(1 for before, after in itertools.pairwise(counted) if after < before)
+    assert resets >= 3  # 120 batches of ~8 KB went through a 256 KB WAL several times
+    assert shm_descriptors.descriptor(str(tmp_path / "missing-shm")) is None
+
+
+
+def test_the_kept_header_descriptor_finds_a_shared_memory_file_made_anew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers read the WAL-index header through the process's descriptor of the `-shm` file; one deleted
+    and made anew (its last connection closed, another opened) is read within `REOPEN` commits, a
+    missing one reads as unknown, and the deleted one's descriptor is closed."""
+    monkeypatch.setattr(wal_checkpoints, "REOPEN", 4)
+    db = tmp_path / "store.db"
+    shm = Path(f"{db}-shm")
+
+    def header(frames: int) -> bytes:
+        return bytes(14) + (4096).to_bytes(2, sys.byteorder) + frames.to_bytes(4, sys.byteorder)
+
+    checkpoints = wal_checkpoints.WalCheckpoints(db, lambda: sqlite3.connect(db))
+    assert checkpoints._wal_bytes() is None
+    shm.write_bytes(header(10))
+    assert checkpoints._wal_bytes() == 32 + 10 * (4096 + 24)
+    first = shm.stat().st_ino
+    shm.unlink()
+    shm.write_bytes(header(3))
+    seen = [checkpoints._wal_bytes() for _ in range(4)]
+    assert seen[-1] == 32 + 3 * (4096 + 24)
+    kept = checkpoints._header_fd
+    assert kept is not None and os.fstat(kept).st_ino == shm.stat().st_ino != first
+    shm_descriptors.close_unlinked()
+    assert all(os.fstat(fd).st_nlink > 0 for fd in shm_descriptors._opened)  # the deleted file's is closed
+    checkpoints.close()
+    assert checkpoints._header_fd is None
+    assert checkpoints._wal_bytes() == 32 + 3 * (4096 + 24)  # closed: looked up again
 
 
 _CHECKPOINT_TRUNCATE = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("INSERT INTO t VALUES (2)")
 print(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
 """
 
 
-def test_a_store_s_commits_checkpoints_and_close_keep_another_connection_s_locks(tmp_path: Path) -> None:
-    """POSIX locks go with any close of a descriptor of their file: a store that closed a descriptor of
-    the `-shm` file of its own dropped a reader's locks, and another process then reset the WAL under the
-    reader's open read ("database disk image is malformed"). A snapshot held here must keep another
-    process's TRUNCATE checkpoint busy through a store's commits, checkpoints and close on the same file."""
+def test_reading_the_wal_index_header_keeps_this_process_s_sqlite_locks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """POSIX locks go with any close of a descriptor of their file: a header read that closed its own
+    descriptor of the `-shm` file let another process reset the WAL under this process's open read
+    (seen as "database disk image is malformed"). A snapshot held here must keep another process's
+    TRUNCATE checkpoint busy through header reads, re-lookups and the close of a store on the file."""
+    monkeypatch.setattr(wal_checkpoints, "REOPEN", 2)
     db = tmp_path / "store.db"
-    with mnemostore.open(f"sqlite:///{db}") as store:
-        put_batches(store, "first", 1, 1_000)
     reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("PRAGMA journal_mode = WAL")
+    reader.execute("CREATE TABLE t (x)")
+    reader.execute("INSERT INTO t VALUES (1)")
     reader.execute("BEGIN")
-    assert reader.execute("SELECT count(*) FROM mnemo_outcome").fetchone() == (4,)  # a snapshot the WAL must keep
+    assert reader.execute("SELECT count(*) FROM t").fetchone() == (1,)  # a snapshot the WAL must keep
 
     def truncate_elsewhere() -> str:
         return subprocess.run([sys.executable, "-c", _CHECKPOINT_TRUNCATE, str(db)], capture_output=True,
                               text=True, timeout=60, check=True).stdout.strip()
 
-    with mnemostore.open(f"sqlite:///{db}") as store:
-        put_batches(store, "second", 60, 20_000)  # past the threshold: SQLite checkpoints in the commits
-        assert truncate_elsewhere() == "1"  # busy: the snapshot holds it back
-    assert truncate_elsewhere() == "1"  # still busy: the store's close did not drop the reader's locks
-    assert reader.execute("SELECT count(*) FROM mnemo_outcome").fetchone() == (4,)
+    assert truncate_elsewhere() == "1"  # busy: the snapshot holds it back
+    checkpoints = wal_checkpoints.WalCheckpoints(db, lambda: sqlite3.connect(db))
+    assert all(checkpoints._wal_bytes() is not None for _ in range(5))
+    checkpoints.close()
+    with mnemostore.open(f"sqlite:///{db.parent / 'other.db'}"):
+        pass
+    shm_descriptors.close_unlinked()
+    assert truncate_elsewhere() == "1"  # still busy: none of this dropped the reader's locks
+    assert reader.execute("SELECT count(*) FROM t").fetchone() == (1,)
     reader.execute("COMMIT")
     reader.close()
-    assert truncate_elsewhere() == "0"
-    assert wal_size(db) == 0
-
 
 _WRITER = """
 import sys
 import mnemostore
+from mnemostore.backends.sqlite import shm_descriptors, wal_checkpoints
+wal_checkpoints.START = 32 * 1024
+wal_checkpoints.LIMIT = 1024 * 1024
 with mnemostore.open(f"sqlite:///{sys.argv[1]}") as store:
     batch = 0
-    while True:  # commits until killed, one in every ~25 checkpointing
-        store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "y" * 40_000,
+    while True:  # commits until killed, the thread checkpointing beside it
+        store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "y" * 3_000,
                              "id": f"{sys.argv[2]}-{batch}-{i}"} for i in range(5)])
         print(batch, flush=True)
         batch += 1

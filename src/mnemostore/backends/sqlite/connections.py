@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from ...core.errors import BackendError, ConfigError, StoreClosed
+from . import shm_descriptors
 from .wal_checkpoints import PRAGMAS as WAL_PRAGMAS
+from .wal_checkpoints import WalCheckpoints
 
 T = TypeVar("T")
 
@@ -84,6 +86,7 @@ class Connections:
         self._lock = threading.Lock()
         self._forks = _forks
         self._closed = False
+        self._checkpoints = WalCheckpoints(path, self._connect)
         self._writer: sqlite3.Connection | None = None
         """The connection writes use, touched only under the file's writer lock (`_take_writer`)."""
         self._writer_forks = _forks
@@ -112,8 +115,9 @@ class Connections:
         with self._lock:
             if self._closed:
                 raise StoreClosed(f"the SQLite store at {self.path} is closed")
-            if _forks != self._forks:  # forked: the parent's connections are not ours to use
+            if _forks != self._forks:  # forked: the parent's connections and thread are not ours to use
                 self._idle, self._forks = [], _forks
+                self._checkpoints = WalCheckpoints(self.path, self._connect)
             conn = self._idle.pop() if self._idle else None
         return self._connect() if conn is None else conn
 
@@ -133,20 +137,34 @@ class Connections:
             writer, self._writer = self._writer, None
         if writer is not None and self._writer_forks == _forks:
             idle.append(writer)
+        self._checkpoints.close()
         for conn in idle:
             conn.close()
+        shm_descriptors.close_unlinked()  # the `-shm` file is gone if these were its last connections
 
     # transactions ---------------------------------------------------------------------
     def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in one write transaction (all-or-nothing), retrying while busy."""
         with _writer_lock(self._file_key):
-            return self._transaction("BEGIN IMMEDIATE", work, writing=True)
+            result = self._transaction("BEGIN IMMEDIATE", work, writing=True)
+        self._committed()
+        return result
 
     def one_write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` that issues a single writing statement: SQLite makes it atomic by itself
         (autocommit), so no BEGIN and COMMIT around it."""
         with _writer_lock(self._file_key):
-            return self._transaction(None, work, writing=True)
+            result = self._transaction(None, work, writing=True)
+        self._committed()
+        return result
+
+    def _committed(self) -> None:
+        """Hand the WAL to the background checkpoints (`wal_checkpoints`), or, far behind, checkpoint it
+        here with this process's writers held back, so the checkpoint reaches the end and SQLite resets the WAL."""
+        checkpoints = self._checkpoints
+        if checkpoints.after_commit():
+            with _writer_lock(self._file_key):
+                self._transaction(None, checkpoints.checkpoint, writing=True)
 
     def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` on one consistent snapshot."""

@@ -1,32 +1,197 @@
-"""How a SQLite file's WAL is checkpointed: by SQLite itself, inside the commit that crosses its threshold.
+"""Checkpoints a SQLite file's WAL in a background thread, so a committing writer does not pay for it.
 
-Every connection sets `PRAGMAS`. A commit that leaves `AUTOCHECKPOINT` pages or more in the WAL runs a
-PASSIVE checkpoint (it blocks no reader and no writer): it copies the WAL's frames into the database up
-to the oldest snapshot a reader holds, and the next writer starts the WAL over once all were copied. So
-the WAL stays near `AUTOCHECKPOINT` pages, readers look few pages up in it, and its file is rewritten in
-place (in the page cache) instead of growing; a reader holding an old snapshot holds the WAL back only
-until it ends, and the first commit past the threshold after that copies the rest. A checkpoint cut short
-by a crash is redone by the next opener: SQLite's own guarantee.
+SQLite's automatic checkpoint runs inside the commit that crosses its threshold: that commit copies the
+WAL into the database and syncs both. The store's connections turn it off (`wal_autocheckpoint = 0`).
+Measured against it (`bench/profile_wal.py`, callgrind on every thread, varied 50 KB state), the thread
+costs more in all: a `MnemostoreSaver.put` 929k instructions against 818k inline, a `put_writes` 310k
+against 267k. But the committing thread pays the inline checkpoint, and this one runs on another core:
+in wall time, beside SqliteSaver in one run (`bench/run.py --only checkpoints,langgraph`), inline took
+a `put` of the varied state from 1.06-1.49x to 0.80-0.82x, a facade save from 0.81-1.07x to 0.74x and
+the 150-step graph from 1.02-1.07x to 0.89-0.90x. An agent waits on wall time, so the thread stays.
 
-It replaced a background thread (PASSIVE checkpoints beside the commits past 4 MB of WAL, the writers
-checkpointing themselves past 16 MB), which cost more on every thread together (`bench/profile_wal.py`,
-callgrind instructions per call): a `MnemostoreSaver.put` of a varied 50 KB state 929k -> 818k
-(`SqliteSaver` 766k), a `put_writes` 310k -> 267k (220k), a `get_tuple` right after 300 puts 803k -> 766k
-(779k), a facade `checkpoints.save` 1,191k -> 1,115k, a 150-step graph run 361M -> 355M. Process CPU (user
-+ sys, medians of 6 runs) moved alike: put 236 -> 193 us (142), put_writes 88 -> 73 us (51), the read
-101 -> 90 us (106); the graph's did not measurably (120 -> 126 ms, ranges overlapping), and its wall time,
-with a core free for the thread, rose (144 -> 164 ms, median of 8, ranges overlapping). The thread's
-checkpoints copied pages that the next commits rewrote, and each commit read the WAL-index header:
-against 244k for a `put_writes` with no checkpoint at all, SQLite's own adds ~23k, the thread added ~66k.
+After a commit the writer reads how many frames the WAL holds from the WAL-index header (`wal_bytes`):
+past `START` it wakes this thread, which runs a PASSIVE checkpoint (it blocks no reader and no writer);
+past `LIMIT` (the thread behind, or a reader holding old pages) the writer checkpoints itself, as SQLite
+would have. A WAL that SQLite resets is reused in place, not truncated (`JOURNAL_SIZE_LIMIT`). A
+checkpoint cut short by a crash is redone by the next opener: SQLite's own guarantee, unchanged.
+
+A checkpoint that ran beside commits leaves the frames committed since uncopied, and while any frame is
+uncopied every page a reader reads is first looked up in the WAL (pages found there are read from the
+WAL file, not through the database's memory map). So once woken, the thread catches up: after a
+checkpoint that left frames behind, or that commits went on beside, it waits for the writers to
+pause (`IDLE`) and copies the rest, at most `CATCH_UPS` times a wake. New readers skip a fully copied
+WAL, and the next writer starts it over.
 """
 
 from __future__ import annotations
 
-AUTOCHECKPOINT = 1000
-"""WAL pages past which a commit checkpoints (SQLite's default, what LangGraph's `SqliteSaver` runs with)."""
+import os
+import sqlite3
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import shm_descriptors
+
+_monotonic = time.monotonic
+
+START = 4 * 1024 * 1024
+"""WAL bytes (about SQLite's default 1,000 pages) past which the thread is woken."""
+LIMIT = 16 * 1024 * 1024
+"""WAL bytes past which the committing writer checkpoints itself. The thread's checkpoints run beside
+commits, so they rarely copy the last frames and SQLite seldom resets the WAL after them: a writer's
+checkpoint then copies the little that is left, and SQLite resets the WAL at the next commit."""
 JOURNAL_SIZE_LIMIT = 32 * 1024 * 1024
 """A reset WAL larger than this (after a reader held checkpoints back) is truncated to it
-(`PRAGMA journal_size_limit`); a smaller one is reused in place. Truncating it at every reset cost
-~16 us of CPU per 50 KB commit (its pages written anew)."""
-PRAGMAS = (f"PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT}", f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
-"""What every connection to a store's file sets."""
+(`PRAGMA journal_size_limit`); a smaller one is reused in place. Truncating it at every reset, as
+when its file size measured its frames, cost ~16 us of CPU per 50 KB commit (its pages written anew)."""
+IDLE = 0.02
+"""Seconds without a commit after which the thread copies the frames its last checkpoint left behind."""
+CATCH_UPS = 4
+"""Checkpoints a wake may run to catch up (a reader holding an old snapshot keeps frames uncopied)."""
+PRAGMAS = ("PRAGMA wal_autocheckpoint = 0", f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+"""What every connection to a file with a `WalCheckpoints` sets."""
+
+
+_HEADER = 20
+"""The start of the WAL-index header read (https://sqlite.org/walformat.html, 2.1): the page size as
+u16 at 14 (1 stands for 65,536) and mxFrame, the WAL's last valid frame, as u32 at 16, in the host's
+byte order. SQLite zeroes mxFrame when it resets the WAL."""
+_PAGE_AND_FRAMES = struct.Struct("=14xHI")
+"""Those two fields of the header's first `_HEADER` bytes, unpacked in one call (native order, no padding)."""
+
+
+REOPEN = 256
+"""Header reads through one descriptor before the `-shm` file is looked up again (`WalCheckpoints._wal_bytes`)."""
+
+
+def wal_bytes(fd: int) -> int | None:
+    """The bytes of the valid frames in a database's WAL, from the WAL-index header in its `-shm` file
+    (a file's size no longer measures them once a reset WAL is reused), read through `fd`
+    (`shm_descriptors.descriptor`: never a descriptor of its own, whose close would drop SQLite's
+    locks); None if unreadable."""
+    page: int
+    frames: int
+    try:
+        page, frames = _PAGE_AND_FRAMES.unpack(os.pread(fd, _HEADER, 0))
+    except (OSError, struct.error):  # unreadable, or shorter than the header
+        return None
+    return 32 + frames * ((65536 if page == 1 else page) + 24)  # the WAL's header, then frames (24-byte header + page)
+
+
+class WalCheckpoints:
+    """The background checkpoints of one database file, for one `Connections` pool."""
+
+    def __init__(self, path: Path, connect: Callable[[], sqlite3.Connection]) -> None:
+        self._wal = f"{path}-wal"
+        self._shm = f"{path}-shm"
+        self._connect = connect
+        self._wake = threading.Event()
+        self._guard = threading.Lock()
+        self._running = threading.Lock()  # one checkpoint at a time: a second would only find SQLite busy
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._header_lock = threading.Lock()  # writers of several threads read the header after their commits
+        self._header_fd: int | None = None
+        self._header_reads = 0
+        self._size = 0
+        self._due = START
+        self._last_commit = 0.0
+
+    def after_commit(self) -> bool:
+        """Called by a writer after its commit: whether it must checkpoint itself (the WAL is past `LIMIT`)."""
+        self._last_commit = _monotonic()
+        size = self._wal_bytes()
+        if size is None:  # no shared-memory file to read: the WAL file's size bounds its frames from above
+            try:
+                size = os.stat(self._wal).st_size
+            except OSError:
+                return False
+        if size < self._size:  # reset by SQLite: everything before was copied
+            self._due = START
+        self._size = size
+        if size >= LIMIT:
+            return True
+        if size < self._due:
+            return False
+        self._due = size + START  # once per START bytes written, as SQLite's own threshold
+        self._start()
+        self._wake.set()
+        return False
+
+    def _wal_bytes(self) -> int | None:
+        """`wal_bytes` through the process's descriptor of the `-shm` file, looked up again every `REOPEN`
+        reads: a file SQLite deleted (its last connection closed) and a later connection made anew is
+        then read."""
+        with self._header_lock:
+            fd = self._header_fd
+            self._header_reads += 1
+            if fd is None or self._header_reads % REOPEN == 0:
+                fd = self._header_fd = shm_descriptors.descriptor(self._shm)
+            return None if fd is None else wal_bytes(fd)
+
+    def _start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._guard:
+            if self._closed or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._thread = threading.Thread(target=self._run, name=f"mnemostore-wal-{self._wal}", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            conn = self._connect()
+        except sqlite3.Error:
+            return  # the file is gone or unreadable: writers past LIMIT still checkpoint, and their errors say why
+        try:
+            while True:
+                self._wake.wait()
+                catch_ups = 0
+                while not self._closed:
+                    self._wake.clear()
+                    began = time.monotonic()
+                    if (self.checkpoint(conn) and self._last_commit < began) or catch_ups == CATCH_UPS:
+                        break  # every frame copied and none committed since it began, or enough tries
+                    if self._writers_paused():
+                        catch_ups += 1
+                if self._closed:
+                    return
+        finally:
+            conn.close()
+
+    def _writers_paused(self) -> bool:
+        """Wait until no commit came for `IDLE` seconds (True), or until a writer past `START` wakes the
+        thread or the store closes (False): a long run of commits still gets its checkpoint per `START`."""
+        while not self._closed:
+            quiet = time.monotonic() - self._last_commit
+            if quiet >= IDLE:
+                return True
+            if self._wake.wait(IDLE - quiet):
+                return False
+        return False
+
+    def checkpoint(self, conn: sqlite3.Connection) -> bool:
+        """Copy what it can of the WAL into the database, blocking no reader and no writer; a busy
+        file is left for the next try (real faults surface on the writes themselves). Whether every
+        frame is copied (or nothing could be: not in WAL mode)."""
+        with self._running:
+            try:
+                busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.Error:
+                return True
+        return bool(frames < 0 or (not busy and copied >= frames))
+
+    def close(self) -> None:
+        """Stop the thread (a checkpoint it is running finishes first)."""
+        with self._guard:
+            self._closed = True
+            thread = self._thread
+        with self._header_lock:
+            self._header_fd = None  # the process's, not ours to close (`shm_descriptors`)
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
