@@ -15,12 +15,12 @@ import argparse
 import contextlib
 import sqlite3
 import sys
-import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from profile_save import WARM, callgrind_instructions
+from profile_save import WARM, _count, print_per_call
 
 RUN = 50
 SIDES = ("latest", "raw_latest", "get", "raw_get", "latest_sql", "raw_latest_sql", "get_sql", "raw_get_sql",
@@ -76,13 +76,6 @@ def _run(side: str, state: dict[str, Any], n: int, where: Path) -> None:
             _loop(ours[side], n)
 
 
-def _count(side: str, which: str, n: int, where: Path) -> tuple[int, int]:
-    """(main thread, other threads) instructions of a run of `side` with n calls."""
-    out = where / f"{side}-{n}"
-    out.mkdir()
-    return callgrind_instructions([__file__, "--run", side, "--state", which, "--n", str(n), "--dir", str(out)], out)
-
-
 def _loop(call: Callable[[int], object], n: int) -> None:
     for i in range(WARM + n):
         call(i)
@@ -102,13 +95,7 @@ def main() -> None:
     if args.run:
         _run(args.run, state, args.n, Path(args.dir))
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        print(f"instructions per call, {args.state} 50 KB state ({args.n} calls less 0, after {WARM})")
-        for side in args.sides.split(","):
-            (main0, other0), (main1, other1) = (_count(side, args.state, n, Path(tmp)) for n in (0, args.n))
-            main_per, other_per = (main1 - main0) / args.n, (other1 - other0) / args.n
-            print(f"  {side:14s} main {main_per:11,.0f}  other threads {other_per:9,.0f}  "
-                  f"total {main_per + other_per:11,.0f}", flush=True)
+    print_per_call(args.sides.split(","), args.state, args.n, partial(_count, __file__))
 
 
 if __name__ == "__main__":

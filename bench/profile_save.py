@@ -85,11 +85,11 @@ def _insert(sql: str, row: tuple[Any, ...], conn: Any) -> None:
     conn.execute(sql, row).close()
 
 
-def _count(side: str, which: str, n: int, where: Path) -> tuple[int, int]:
-    """(main thread, other threads) instructions of a run of `side` with n calls."""
+def _count(script: str, side: str, which: str, n: int, where: Path) -> tuple[int, int]:
+    """(main thread, other threads) instructions of a run of `side` with n calls (`script --run side`)."""
     out = where / f"{side}-{n}"
     out.mkdir()
-    return callgrind_instructions([__file__, "--run", side, "--state", which, "--n", str(n), "--dir", str(out)], out)
+    return callgrind_instructions([script, "--run", side, "--state", which, "--n", str(n), "--dir", str(out)], out)
 
 
 def callgrind_instructions(script: list[str], out: Path) -> tuple[int, int]:
@@ -123,11 +123,18 @@ def main() -> None:
     if args.run:
         _run(args.run, state, args.n, Path(args.dir))
         return
+    print_per_call(args.sides.split(","), args.state, args.n, partial(_count, __file__))
+
+
+def print_per_call(sides: list[str], state: str, n: int,
+                   count: Callable[[str, str, int, Path], tuple[int, int]]) -> None:
+    """Each side's instructions per call, main thread and others: `count(side, state, calls, dir)` of n
+    calls less that of 0 (the warm-up's), divided by n."""
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"instructions per call, {args.state} 50 KB state ({args.n} calls less 0, after {WARM})")
-        for side in args.sides.split(","):
-            (main0, other0), (main1, other1) = (_count(side, args.state, n, Path(tmp)) for n in (0, args.n))
-            main_per, other_per = (main1 - main0) / args.n, (other1 - other0) / args.n
+        print(f"instructions per call, {state} 50 KB state ({n} calls less 0, after {WARM})")
+        for side in sides:
+            (main0, other0), (main1, other1) = (count(side, state, calls, Path(tmp)) for calls in (0, n))
+            main_per, other_per = (main1 - main0) / n, (other1 - other0) / n
             print(f"  {side:14s} main {main_per:11,.0f}  other threads {other_per:9,.0f}  "
                   f"total {main_per + other_per:11,.0f}", flush=True)
 

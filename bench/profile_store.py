@@ -13,7 +13,6 @@ A batch side's count includes its one batch call's fixed cost spread over `--n`.
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import sys
 import tempfile
 from contextlib import AbstractContextManager, contextmanager
@@ -35,17 +34,10 @@ def _store(who: str, where: Path) -> Any:
         with mnemostore.open(f"sqlite:///{where / 'ours.db'}") as store:
             yield MnemostoreStore(store)
         return
-    from langgraph.store.sqlite import SqliteStore
+    from case_langgraph_store import _sqlite_store
 
-    conn = sqlite3.connect(where / "theirs.db", check_same_thread=False, isolation_level=None)
-    try:
-        theirs = SqliteStore(conn)
-        theirs.setup()
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
+    with _sqlite_store(where, None, "theirs") as theirs:
         yield theirs
-    finally:
-        conn.close()
 
 
 def _run(side: str, n: int, where: Path) -> None:
