@@ -81,7 +81,7 @@ def _reads(side: str, state: dict[str, Any], written: int, where: Path) -> tuple
     import mnemostore
 
     cps = stack.enter_context(mnemostore.open(f"sqlite:///{where / 'facade.db'}")).checkpoints
-    ids = [cps.save("run", state, parent=None, node_id=f"n{i}").id for i in range(written)]
+    ids = [cps.save("run", state, node_id=f"n{i}").id for i in range(written)]  # a chain, as the bench's latest row
     if read == "latest":
         return lambda i: cps.latest("run"), stack
     return lambda i: cps.get(ids[i % written]), stack

@@ -1,10 +1,10 @@
 """Where a facade checkpoint read's instructions go, counted by callgrind as `profile_save` splits a save:
-`checkpoints.latest` and `checkpoints.get` beside raw sqlite3 + orjson (`rawsqlite`) on the same state, and
-the parts of the read (the statement alone, through the pool, the record rebuilt, `orjson.loads`).
-`profile_read.py` compares whole reads (the savers' and the facade's); this splits the facade's.
+the parts of `checkpoints.latest` and `checkpoints.get` (the statement alone, through the pool, the record
+rebuilt, `orjson.loads`) beside raw sqlite3's (`rawsqlite`) on the same state. `profile_read.py` counts
+whole reads (the savers', the facade's, raw sqlite3's); this splits the facade's.
 
     python bench/profile_read_parts.py                          # every side, the varied 50 KB state
-    python bench/profile_read_parts.py --state repeated --sides latest,raw_latest
+    python bench/profile_read_parts.py --state repeated --sides latest_sql,raw_latest_sql
 
 A run of RUN checkpoints is saved first (untimed); `get` cycles through its ids.
 """
@@ -23,25 +23,23 @@ from typing import Any
 from profile_save import WARM, _count, print_per_call
 
 RUN = 50
-SIDES = ("latest", "raw_latest", "get", "raw_get", "latest_sql", "raw_latest_sql", "get_sql", "raw_get_sql",
-         "latest_read", "get_read", "decode", "loads")
-"""`checkpoints.latest(run)` and `.get(id)`, and raw sqlite3's SELECT + `orjson.loads`; then parts: each
-side's statement alone on a plain sqlite3 connection (`_sql`), ours through the pool (`_read`:
-`Connections.one_read`), the record rebuilt from a fetched row (`decode`) and `orjson.loads` of its document."""
+SIDES = ("latest_sql", "raw_latest_sql", "get_sql", "raw_get_sql", "latest_read", "get_read", "decode", "loads")
+"""The parts of `checkpoints.latest(run)` and `.get(id)` beside raw sqlite3's (the whole reads are
+`profile_read.py`'s `facade_*` and `raw_*` sides): each side's statement alone on a plain sqlite3
+connection (`_sql`), ours through the pool (`_read`: `Connections.one_read`), the record rebuilt from a
+fetched row (`decode`) and `orjson.loads` of its document."""
 
 
 def _run(side: str, state: dict[str, Any], n: int, where: Path) -> None:
     """`side`'s call WARM + n times, in this process (what callgrind counts)."""
     if side.startswith("raw"):
-        from rawsqlite import connect, latest_checkpoint, load_checkpoint, save_checkpoint
+        from rawsqlite import connect, save_checkpoint
 
         with contextlib.closing(connect(where / "raw.db")) as conn:
             for i in range(RUN):
                 save_checkpoint(conn, f"c{i}", "run", i, state)
             latest_sql = "SELECT state FROM checkpoint WHERE run_id = ? ORDER BY seq DESC LIMIT 1"
             raw: dict[str, Callable[[int], object]] = {
-                "raw_latest": lambda i: latest_checkpoint(conn, "run"),
-                "raw_get": lambda i: load_checkpoint(conn, f"c{i % RUN}"),
                 "raw_latest_sql": lambda i: conn.execute(latest_sql, ("run",)).fetchone(),
                 "raw_get_sql": lambda i: conn.execute("SELECT state FROM checkpoint WHERE id = ?",
                                                       (f"c{i % RUN}",)).fetchone(),
@@ -64,8 +62,6 @@ def _run(side: str, state: dict[str, Any], n: int, where: Path) -> None:
         decode = prepared.layout.row_decoder
         with contextlib.closing(sqlite3.connect(where / "ours.db")) as plain:
             ours: dict[str, Callable[[int], object]] = {
-                "latest": lambda i: cps.latest("run"),
-                "get": lambda i: cps.get(ids[i % RUN]),
                 "latest_sql": lambda i: plain.execute(select.sql, latest_args).fetchall(),
                 "get_sql": lambda i: plain.execute(get_sql, ["", ids[i % RUN]]).fetchall(),
                 "latest_read": lambda i: db.one_read(lambda c: c.execute(select.sql, latest_args).fetchall()),

@@ -94,10 +94,18 @@ def _count(script: str, side: str, which: str, n: int, where: Path) -> tuple[int
 
 def callgrind_instructions(script: list[str], out: Path) -> tuple[int, int]:
     """(main thread, other threads) instructions of `python *script` under callgrind, its dumps in `out`."""
-    subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                    f"--callgrind-out-file={out}/cg.%p", sys.executable, *script],
-                   check=True, capture_output=True,
+    subprocess.run([*callgrind_prefix(out), sys.executable, *script], check=True, capture_output=True,
                    env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0"})
+    return callgrind_totals(out)
+
+
+def callgrind_prefix(out: Path) -> list[str]:
+    """The command that runs what follows it under callgrind, a dump per thread in `out`."""
+    return ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}/cg.%p"]
+
+
+def callgrind_totals(out: Path) -> tuple[int, int]:
+    """(main thread, other threads) instructions of the callgrind dumps in `out`."""
     main = other = 0
     for dump in out.glob("cg.*-*"):
         total = int(re.search(r"^summary: (\d+)", dump.read_text(), re.M).group(1))  # type: ignore[union-attr]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
 import subprocess
 import sys
@@ -27,6 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from profile_save import callgrind_prefix, callgrind_totals
 
 OPS = ("put", "writes", "read", "graph")
 WARM = 20
@@ -96,14 +97,11 @@ def _child(side: str, op: str, n: int, where: Path, valgrind: bool) -> tuple[flo
     out.mkdir()
     command = [sys.executable, __file__, "--run", side, "--ops", op, "--n", str(n), "--dir", str(out)]
     if valgrind:
-        command = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                   f"--callgrind-out-file={out}/cg.%p", *command]
+        command = [*callgrind_prefix(out), *command]
     done = subprocess.run(command, check=True, capture_output=True, text=True,
                           env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     wall, user, system = (float(x) for x in done.stdout.split()[-3:])
-    instructions = sum(int(re.search(r"^summary: (\d+)", dump.read_text(), re.M).group(1))  # type: ignore[union-attr]
-                       for dump in out.glob("cg.*-*"))
-    return wall, user, system, instructions
+    return wall, user, system, sum(callgrind_totals(out))
 
 
 def main() -> None:

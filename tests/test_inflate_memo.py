@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +14,7 @@ import pytest
 import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.forks import forked_exit_code, held_by_another_thread
 
 from mnemostore.core import compression
 from mnemostore.core.compression import (
@@ -170,22 +169,13 @@ def test_threads_sharing_the_memo_read_exactly() -> None:
     assert len(compression.INFLATED.kept) <= 3
 
 
+def _keep_in_child(data: bytes) -> None:
+    """In a forked child: keeping a frame takes the memo's lock; exit 0 if it was kept and reads back."""
+    os._exit(0 if inflate(deflate(data)) == data and compression.INFLATED.kept else 1)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_forked_child_keeps_frames_though_the_parent_held_the_memos_lock() -> None:
-    """A fork while a thread holds the memo's lock leaves it held in the child: the child renews it."""
-    data = repetitive(COMPRESS_AT, 7)
-    with compression.INFLATED._lock:
-        pid = os.fork()
-        if pid == 0:  # the child: keeping a frame takes the lock
-            code = 0 if inflate(deflate(data)) == data and compression.INFLATED.kept else 1
-            os._exit(code)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail("the child hung on the memo's lock")
+def test_a_forked_child_keeps_frames_though_a_parent_thread_held_the_memos_lock() -> None:
+    """A fork while another thread holds the memo's lock leaves it held in the child: the child renews it."""
+    with held_by_another_thread(compression.INFLATED._lock):  # as a thread keeping a frame at the fork
+        assert forked_exit_code(_keep_in_child, (repetitive(COMPRESS_AT, 7),)) == 0

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.forks import forked_exit_code, held_by_another_thread
 
 import mnemostore
 from mnemostore.backends.sqlite import vector_file, vector_files
@@ -423,33 +424,12 @@ def _search_in_child(store: mnemostore.Store, db: Path, result: Any) -> None:
 def test_a_child_forked_while_another_thread_holds_the_cache_searches(
         open_store: Callable[..., mnemostore.Store], db: Path) -> None:
     import multiprocessing
-    import threading
 
     seeded(open_store, db)
     store = open_store()
     assert found(store, vectors(1, seed=3)[0])
     cache = store.backend._cache  # type: ignore[attr-defined]
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:  # as a thread building a matrix (or writing a file) does at the moment of the fork
-        with cache._lock, cache.files._lock:
-            held.set()
-            release.wait(60)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(60)
-    try:
-        context = multiprocessing.get_context("fork")
-        result = context.Queue()
-        child = context.Process(target=_search_in_child, args=(store, db, result))
-        child.start()
-        child.join(30)
-        alive = child.is_alive()
-        if alive:
-            child.kill()
-        assert not alive, "the child deadlocked on a lock held by a parent thread"
-        assert child.exitcode == 0 and result.get(timeout=5) is True
-    finally:
-        release.set()
-        holder.join()
+    # as a thread building a matrix (or writing a file) holds them at the moment of the fork
+    with held_by_another_thread(cache._lock, cache.files._lock):
+        result = multiprocessing.get_context("fork").Queue()
+        assert forked_exit_code(_search_in_child, (store, db, result)) == 0 and result.get(timeout=5) is True
