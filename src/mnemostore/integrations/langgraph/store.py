@@ -266,18 +266,19 @@ class MnemostoreStore(BaseStore):
         index (so no vector, no shard): the record a batch gives it (`_write`), in one store call without
         a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_built`)."""
         now = datetime.now(UTC)  # `utcnow`, without its call
-        records = [mapping.plain_record(self.scope, namespace, key, value, now, now)]
+        common = mapping.plain_common(now, now)
+        fields = [mapping.plain_item(self.scope, namespace, key, value)]
         items = self._sync_items
         if items is not None:  # no coroutine to drive: the collection calls the backend straight
-            items._put_built(records, keep_created=True)
+            items._put_fields(common, fields, keep_created=True)
             return
         bridge = self._bridge
         twin = self._items_in(bridge.driven)
         if self._sync is not None:  # the sync `Store`'s driven store never changes: its collection is kept
             items = self._sync_items = Collection(twin, self._sync._run)
-            items._put_built(records, keep_created=True)
+            items._put_fields(common, fields, keep_created=True)
             return
-        bridge.run(twin._put_built(records, keep_created=True))
+        bridge.run(twin._put_fields(common, fields, keep_created=True))
 
     def _check_put(self, op: PutOp, namespace_checked: bool = False) -> None:
         if op.ttl is not None:
@@ -531,7 +532,6 @@ class MnemostoreStore(BaseStore):
                 vectors = [documents[text] for text in texts[item_key]] if item_key in texts else ()
                 records += mapping.records_for(self.scope, *item_key, value, vectors, self._model,  # type: ignore[arg-type]
                                                now, now)
-        records += mapping.plain_records(self.scope, plain, now, now)
         items = self._items_in(store)
         for start in range(0, len(reindexed), _CHUNK):
             await items.delete(where=_shards_of(self.scope, reindexed[start:start + _CHUNK]))
@@ -539,7 +539,11 @@ class MnemostoreStore(BaseStore):
             chunk = doomed[start:start + _CHUNK]
             ids = [mapping.item_id(self.scope, ns, key) for ns, key in chunk]
             await items.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
-        await items._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
+        if plain:  # an index-less store's puts: fields, no records (`core.field_puts`)
+            await items._put_fields(mapping.plain_common(now, now), mapping.plain_fields(self.scope, plain),
+                                    keep_created=True)
+        else:
+            await items._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
 
     def _may_shard(self, index: Literal[False] | list[str] | None) -> bool:
         """Whether this store's puts may give an item several vectors (shards): several paths, or a
