@@ -159,18 +159,28 @@ def test_an_id_twice_is_refused_by_name_and_nothing_is_written(tmp_path: Path, s
         assert [r.key for r in items.all()] == ["k"] and items.count() == 1
 
 
-def test_a_missing_field_is_refused_by_name(tmp_path: Path) -> None:
-    with mnemostore.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
+@pytest.mark.parametrize("scheme", ["sqlite", "memory"])
+def test_fields_not_named_alike_are_refused_by_name_and_nothing_is_written(tmp_path: Path, scheme: str) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}" if scheme == "sqlite" else f"memory://{tmp_path.name}"
+    with mnemostore.open(url) as store:
         items = store.collection(LangGraphItem)
         each = mapping.plain_fields("lg", [((("a",), "k"), {"v": 1})])
         del each[0]["key"]
-        with pytest.raises(ValidationError, match=r"records\[0\]\.key"):
+        with pytest.raises(ValidationError, match=r"records\[0\]\.key"):  # the first's: `put` names it
             items._put_fields(mapping.plain_common(T0, T0), each)
-        each = mapping.plain_fields("lg", [((("a",), "k"), {"v": 1}), ((("a",), "j"), {"v": 2})])
-        del each[1]["namespace"]  # the first names every field: the second's missing one is `put`'s to name
-        with pytest.raises(ValidationError, match=r"records\[1\]\.namespace"):
-            items._put_fields(mapping.plain_common(T0, T0), each, keep_created=True)
-        assert items.count() == 0
+        items._put_fields(mapping.plain_common(T0, T0), mapping.plain_fields("lg", [((("b",), "k"), {})]))
+        for change in ("namespace", "extra", "swap"):
+            for flags in CALL_FLAGS.values():
+                each = mapping.plain_fields("lg", [((("a",), f"k{i}"), {"v": i}) for i in range(3)])
+                if change == "extra":
+                    each[2]["agent"] = "x"  # a name `common` gives too
+                else:
+                    del each[2]["namespace"]
+                    if change == "swap":
+                        each[2]["agent"] = None
+                with pytest.raises(ValidationError, match=r"records\[2\]"):  # the kind recorded: the fast path
+                    items._put_fields(mapping.plain_common(T0, T0), each, **flags)
+        assert [r.namespace for r in items.all()] == ["lg:b/"]
 
 
 class _FailingOnSecondWalk(Sequence[dict[str, Any]]):
@@ -233,3 +243,31 @@ def test_the_async_facade_stores_the_rows_records_store(two: tuple[Path, Path]) 
 
     asyncio.run(run())
     assert _rows(two[1], LangGraphItem.kind) == _rows(two[0], LangGraphItem.kind)
+
+
+def test_the_async_facade_without_put_fields_puts_the_records(tmp_path: Path) -> None:
+    """A backend without `put_fields` gets the records through the store's own calls (`_put_built`)."""
+    each = mapping.plain_fields("lg", [((("a",), f"k{i}"), {"i": i}) for i in range(4)])
+
+    async def run() -> list[LangGraphItem]:
+        async with await mnemostore.open_async(f"memory://{tmp_path.name}") as store:
+            items = store.collection(LangGraphItem)
+            await items._put_fields(mapping.plain_common(T0, T0), each[:2])
+            await items._put_fields(mapping.plain_common(T0, T0), each, keep_created=True)
+            return sorted(await items.all(), key=lambda r: r.key)
+
+    assert asyncio.run(run()) == _full(LangGraphItem, mapping.plain_common(T0, T0), each)
+
+
+def test_batches_keep_created_at_and_store_the_rows_records_store(two: tuple[Path, Path]) -> None:
+    """A batch (`MnemostoreStore.batch`) replacing some stored items and adding others."""
+    later = T0 + timedelta(minutes=5)
+    first = mapping.plain_fields("lg", [((("a",), f"k{i}"), {"i": i}) for i in range(4)])
+    rounds = [(mapping.plain_common(T0, T0), first),
+              (mapping.plain_common(later, later),
+               mapping.plain_fields("lg", [((("a",), f"k{i}"), {"i": -i}) for i in range(2, 7)]))]
+    _both(two, LangGraphItem.kind, rounds, "put_keeping_created")
+    with mnemostore.open(f"sqlite:///{two[1]}") as store:
+        stored = {r.key: (r.created_at, r.updated_at, r.metadata) for r in store.collection(LangGraphItem).all()}
+    assert stored == {f"k{i}": (T0 if i < 4 else later, T0 if i < 2 else later, {"i": i if i < 2 else -i})
+                      for i in range(7)}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, cast
 
 from .collection import OrderBy, Page, R, Where, check_ids
 from .errors import NotFound, ValidationError
-from .field_puts import complete, put_fields, records_of
+from .field_puts import complete, has_field_puts, records_of
 from .filters import Expr, F, all_of
 from .jsonvalues import forget_proven
 from .protocol import Hit
@@ -76,12 +76,14 @@ class AsyncCollection(Generic[R]):
                 await self.put([{**common, **fields} for fields in each], keep_existing=keep_existing,
                                keep_created=keep_created)
             return
-        if not store._checked(self.kind, call) or store.closed:  # the declaration recorded, StoreClosed: `put`'s
+        if not (has_field_puts(type(store.backend)) and store._checked(self.kind, call)) or store.closed:
+            # records, through the store's calls (a native async side's own put; the declaration recorded;
+            # StoreClosed), as `_put_built` hands them over
             await self._put_built(cast("list[R]", records_of(self.record_cls, shared, each)),
                                   keep_existing=keep_existing, keep_created=keep_created)
             return
         forget_proven()  # as `_put_built`
-        await store._calls.run(put_fields, store.backend, self.kind, call, shared, each)
+        await store._calls.run(store.backend.put_fields, self.kind, call, shared, each)  # type: ignore[attr-defined]
 
     def _built_call(self, records: Sequence[R], keep_existing: bool, keep_created: bool) -> str | None:
         """The backend call `_put_built` makes with these records as they are, or None if there are

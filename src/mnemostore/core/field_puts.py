@@ -14,14 +14,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 from typing import Any, Protocol, runtime_checkable
 
 from .codec import trusted_records
+from .errors import ValidationError
 from .protocol import Backend
 from .records import Record
 
 _keys = methodcaller("keys")
+_id = itemgetter("id")
+
+
+class _Unset:
+    """The value of a field no mapping gave (`UNSET`): no JSON, so a document holding it fails to dump."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""A placeholder for a record's own field until its fields fill it (a backend's `put_fields` may use it)."""
 
 WRITE_CALLS = ("put", "put_missing", "put_keeping_created")
 """The backend writes `put_fields` stands for: insert or replace, insert or ignore, replace keeping `created_at`."""
@@ -48,9 +63,22 @@ def _blank(cls: type[Record]) -> dict[str, Any]:
 def records_of(cls: type[Record], common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[Record]:
     """The records `common` and `each` stand for, their field dicts in the model's field order (as
     validation orders them), without validation: what `put_fields` stores."""
+    if each:
+        own = each[0].keys()
+        if not all(map(own.__eq__, map(_keys, each))):
+            raise unfit_fields(each, list(own))
     shared = _blank(cls) | common
     make = trusted_records(cls)
     return [make(shared | fields) for fields in each]
+
+
+def unfit_fields(each: Sequence[dict[str, Any]], names: Sequence[str]) -> ValidationError:
+    """The error for fields of `each` that do not name `names` (the first's), naming the first such record."""
+    expected = set(names)
+    index = next((i for i, fields in enumerate(each) if fields.keys() != expected), 0)
+    got = sorted(each[index]) if index < len(each) else []
+    return ValidationError.one(f"records[{index}]", f"its own fields are {got}, not those of records[0]: "
+                                                     f"{sorted(expected)}")
 
 
 @cache
@@ -61,18 +89,16 @@ def _names_fit(cls: type[Record], common: tuple[str, ...], own: tuple[str, ...])
 
 
 def complete(cls: type[Record], common: dict[str, Any], each: Sequence[dict[str, Any]]) -> bool:
-    """Whether `common` and each of `each` name every field of `cls` between them, each once, and no other,
-    with no vector, each id once."""
+    """Whether `common` and the first of `each` name every field of `cls` between them, each once, and no
+    other, with no vector, each id once. That the others name the same fields is checked where they are
+    read: `records_of`, a backend's `put_fields` (`unfit_fields`)."""
     if not each or common.get("embedding", 0) is not None or "tenant_id" not in common:
         return False
-    own = each[0].keys()
-    if not _names_fit(cls, tuple(common), tuple(own)):
-        return False
-    if len(each) > 1 and not all(map(own.__eq__, map(_keys, each))):  # in C: no Python step a record
+    if not _names_fit(cls, tuple(common), tuple(each[0])):
         return False
     if "id" in common:
         return len(each) == 1
-    return len({fields["id"] for fields in each}) == len(each)
+    return len(set(map(_id, each))) == len(each)  # in C: no Python step a record
 
 
 @cache

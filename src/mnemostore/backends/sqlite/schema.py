@@ -26,6 +26,7 @@ import orjson
 
 from ...core import codec
 from ...core.compression import COMPRESS_AT, PAYS_AT, Verdicts, deflate, pack_bare_payload, unpack_payload
+from ...core.field_puts import UNSET, unfit_fields
 from ...core.kinds import record_type, secondary_indexes
 from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import KINDS, Record
@@ -346,7 +347,9 @@ class FieldRows:
                 return (*get_plain(data), *(None if (value := data[name]) is None else conv(value)
                                             for name, conv in converted))
 
-        blank = dict.fromkeys(name for name in record_type(layout.kind).model_fields if name != "embedding")
+        blank = dict.fromkeys((name for name in record_type(layout.kind).model_fields if name != "embedding"), UNSET)
+        """A record's own fields hold `UNSET` until its fields fill them: one left out fails its document's dump."""
+        size = len(own)
         dumps, default = orjson.dumps, codec.json_default
 
         micros = codec.instant_micros
@@ -355,7 +358,7 @@ class FieldRows:
             """The values of the columns `common` sets, and the document's fields before a record's own
             (a datetime column's as the text orjson writes for it: dumped once a call, not once a record;
             a datetime `common` gives twice, converted once)."""
-            head = [tenant_key(common["tenant_id"])]
+            head: list[Any] = [tenant_key(common["tenant_id"])]
             template = blank | common
             del template["embedding"]
             seen: tuple[Any, Any, Any] = (None, None, None)
@@ -373,24 +376,36 @@ class FieldRows:
             return tuple(head), template
 
         def rows(common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+            """Each record's row; a record whose own fields are not the first's names (one more: its length;
+            one left out: `UNSET` in its document) is refused (`unfit_fields`), before anything is written."""
             head, template = shared(common)
             made = []
-            for data in each:
-                stored = dumps(template | data, default=default)
-                if len(stored) >= COMPRESS_AT:
-                    stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
-                made.append((*head, *get_own(data), dumps(metadata).decode() if (metadata := data["metadata"])
-                             else None, bytearray(stored)))
+            try:
+                for data in each:
+                    if len(data) != size:
+                        raise TypeError
+                    stored = dumps(template | data, default=default)
+                    if len(stored) >= COMPRESS_AT:
+                        stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
+                    made.append((*head, *get_own(data), dumps(metadata).decode() if (metadata := data["metadata"])
+                                 else None, bytearray(stored)))
+            except (TypeError, KeyError):
+                raise unfit_fields(each, own) from None
             return made
 
         def rows_shared_metadata(common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
             head, template = shared(common)
             made = []
-            for data in each:
-                stored = dumps(template | data, default=default)
-                if len(stored) >= COMPRESS_AT:
-                    stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
-                made.append((*head, *get_own(data), bytearray(stored)))
+            try:
+                for data in each:
+                    if len(data) != size:
+                        raise TypeError
+                    stored = dumps(template | data, default=default)
+                    if len(stored) >= COMPRESS_AT:
+                        stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
+                    made.append((*head, *get_own(data), bytearray(stored)))
+            except (TypeError, KeyError):
+                raise unfit_fields(each, own) from None
             return made
 
         return cls(layout.insert_sql(columns=columns), layout.insert_sql(True, columns=columns),

@@ -263,8 +263,8 @@ class MnemostoreStore(BaseStore):
 
     def _put_plain(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
         """One put of a dict value, checked as a batch checks it (`_check_put`), on a store without an
-        index (so no vector, no shard): the record a batch gives it (`_write`), in one store call without
-        a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_built`)."""
+        index (so no vector, no shard): the fields a batch gives it (`_write`), in one store call without
+        a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_fields`)."""
         now = datetime.now(UTC)  # `utcnow`, without its call
         common = mapping.plain_common(now, now)
         fields = [mapping.plain_item(self.scope, namespace, key, value)]
