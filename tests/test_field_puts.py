@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mnemostore
 from mnemostore.core.errors import StoreClosed, ValidationError
 from mnemostore.core.field_puts import WRITE_CALLS, has_field_puts, records_of
-from mnemostore.core.kinds import record_type
+from mnemostore.core.kinds import record_type, register_kind
 from mnemostore.core.records import Record
 from mnemostore.integrations.langgraph import store_mapping as mapping
 from mnemostore.kinds.langgraph_items import LangGraphItem
@@ -42,6 +42,13 @@ values = st.dictionaries(st.text(max_size=8).filter(lambda k: "\x00" not in k), 
 labels = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=6)
 items = st.lists(st.tuples(st.tuples(st.tuples(labels, labels), st.sampled_from(["a", "b", "c/d", "é", "k5"])),
                            values), max_size=12, unique_by=lambda item: item[0])
+
+
+@pytest.fixture(autouse=True)
+def _item_kind() -> None:
+    """The item kind registered (as `MnemostoreStore` registers it): another test may have forgotten it
+    (idempotent: the examples of a property test may share it)."""
+    register_kind(LangGraphItem)
 
 
 def _rows(path: Path, kind: str) -> list[tuple[Any, ...]]:
@@ -85,7 +92,7 @@ def _both(paths: tuple[Path, Path], kind: str, rounds: Sequence[tuple[dict[str, 
     assert _rows(paths[1], kind) == _rows(paths[0], kind)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(KINDS), data=st.data())
 def test_fields_store_the_rows_records_store(tmp_path_factory: pytest.TempPathFactory, kind: str,
                                              data: st.DataObject) -> None:
@@ -99,7 +106,7 @@ def test_fields_store_the_rows_records_store(tmp_path_factory: pytest.TempPathFa
     _both((where / "records.db", where / "fields.db"), kind, [_split(first, shared), _split(later, shared)], call)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(first=items, second=items, call=st.sampled_from(WRITE_CALLS))
 def test_langgraph_items_as_fields_store_the_rows_records_store(tmp_path_factory: pytest.TempPathFactory,
                                                                 first: list[Any], second: list[Any], call: str) -> None:
