@@ -353,14 +353,16 @@ class FieldRows:
         dumps, default = orjson.dumps, codec.json_default
 
         micros = codec.instant_micros
+        in_document = [name for name in common if name != "embedding"]
 
         def shared(common: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
             """The values of the columns `common` sets, and the document's fields before a record's own
             (a datetime column's as the text orjson writes for it: dumped once a call, not once a record;
             a datetime `common` gives twice, converted once)."""
             head: list[Any] = [tenant_key(common["tenant_id"])]
-            template = blank | common
-            del template["embedding"]
+            template = blank.copy()  # no key deleted from it: `template | data` copies it whole (a deleted
+            for name in in_document:  # key makes that a slow copy, key by key)
+                template[name] = common[name]
             seen: tuple[Any, Any, Any] = (None, None, None)
             for name, kind in set_here:
                 value = common[name]

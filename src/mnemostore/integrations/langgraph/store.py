@@ -263,22 +263,24 @@ class MnemostoreStore(BaseStore):
 
     def _put_plain(self, namespace: Namespace, key: str, value: dict[str, Any]) -> None:
         """One put of a dict value, checked as a batch checks it (`_check_put`), on a store without an
-        index (so no vector, no shard): the fields a batch gives it (`_write`), in one store call without
-        a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_fields`)."""
+        index (so no vector, no shard): the record a batch's fields make (`_write`), in one store call without
+        a batch's planning; on a sync `Store`, with no coroutine to drive (`Collection._put_built`). A record,
+        not fields (`Collection._put_fields`): for one item the fields' per-call work (their pattern, looked up
+        in each layer) cost more than the record object it saves (callgrind: ~169k instructions a put against
+        ~160k)."""
         now = datetime.now(UTC)  # `utcnow`, without its call
-        common = mapping.plain_common(now, now)
-        fields = [mapping.plain_item(self.scope, namespace, key, value)]
+        records = [mapping.plain_record(self.scope, namespace, key, value, now, now)]
         items = self._sync_items
         if items is not None:  # no coroutine to drive: the collection calls the backend straight
-            items._put_fields(common, fields, keep_created=True)
+            items._put_built(records, keep_created=True)
             return
         bridge = self._bridge
         twin = self._items_in(bridge.driven)
         if self._sync is not None:  # the sync `Store`'s driven store never changes: its collection is kept
             items = self._sync_items = Collection(twin, self._sync._run)
-            items._put_fields(common, fields, keep_created=True)
+            items._put_built(records, keep_created=True)
             return
-        bridge.run(twin._put_fields(common, fields, keep_created=True))
+        bridge.run(twin._put_built(records, keep_created=True))
 
     def _check_put(self, op: PutOp, namespace_checked: bool = False) -> None:
         if op.ttl is not None:

@@ -21,9 +21,8 @@ from typing import Any
 
 from langgraph.store.base import Item, SearchItem
 
-from ...core.codec import trusted_record
+from ...core.codec import trusted_record, trusted_records
 from ...core.errors import ConfigError, ValidationError
-from ...core.field_puts import records_of
 from ...core.jsonvalues import check_text
 from ...core.vectors import Vector
 from ...kinds.langgraph_ids import ITEM_MARK as ITEM_MARK
@@ -137,17 +136,18 @@ def plain_fields(scope: str,
     return made
 
 
-def plain_item(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> dict[str, Any]:
-    """`plain_fields` of one item (a lone `put`'s), without the batch's loop."""
-    return {"id": item_id(scope, namespace, key), "metadata": value,
-            "namespace": item_root(scope) + encode_namespace(namespace), "key": key}
+_new_item = trusted_records(LangGraphItem)
 
 
 def plain_record(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any], created_at: datetime,
                  updated_at: datetime) -> LangGraphItem:
-    """`records_for`'s one record of an item without a vector: `plain_common` and `plain_fields` as a record."""
-    common = {"tenant_id": None, "embedding": None, **plain_common(created_at, updated_at)}
-    return records_of(LangGraphItem, common, [plain_item(scope, namespace, key, value)])[0]  # type: ignore[return-value]
+    """`records_for`'s one record of an item without a vector: `plain_common` and `plain_fields` as a
+    record, its fields in the kind's order (a lone `put`'s: for one record, handing fields over costs more
+    than the record they save, `MnemostoreStore._put_plain`)."""
+    return _new_item({"id": item_id(scope, namespace, key), "tenant_id": None, "agent": None,  # type: ignore[return-value]
+                      "project_id": None, "created_at": created_at, "updated_at": updated_at, "metadata": value,
+                      "embedding": None, "namespace": item_root(scope) + encode_namespace(namespace), "key": key,
+                      "model": ""})
 
 
 def where_it_lives(record: LangGraphItem) -> tuple[tuple[str, ...], str]:
