@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, cast
 
 from .collection import OrderBy, Page, R, Where, check_ids
 from .errors import NotFound, ValidationError
+from .field_puts import complete, has_field_puts, records_of
 from .filters import Expr, F, all_of
 from .jsonvalues import forget_proven
 from .protocol import Hit
@@ -59,6 +60,30 @@ class AsyncCollection(Generic[R]):
             return
         forget_proven()  # a state proven by an earlier validation is no business of these records
         await self._store._backend_call(call, self.kind, records)
+
+    async def _put_fields(self, common: dict[str, Any], each: Sequence[dict[str, Any]], *,
+                          keep_existing: bool = False, keep_created: bool = False) -> None:
+        """`_put_built` of the records `common` and `each` stand for (`field_puts`: the fields the records
+        share, then each one's own; none of them `tenant_id` or `embedding`: the store's tenant, no
+        vector), handed to the backend as fields (`field_puts.put_fields`: no record object where the
+        backend takes fields). Fields `field_puts.complete` refuses (a name missing, an id twice) go
+        through `put`'s validation, which names what is wrong."""
+        store = self._store
+        call = "put_missing" if keep_existing else "put_keeping_created" if keep_created else "put"
+        shared = {**common, "tenant_id": store.tenant, "embedding": None}
+        if not complete(self.record_cls, shared, each):
+            if each:
+                await self.put([{**common, **fields} for fields in each], keep_existing=keep_existing,
+                               keep_created=keep_created)
+            return
+        if not (has_field_puts(type(store.backend)) and store._checked(self.kind, call)) or store.closed:
+            # records, through the store's calls (a native async side's own put; the declaration recorded;
+            # StoreClosed), as `_put_built` hands them over
+            await self._put_built(cast("list[R]", records_of(self.record_cls, shared, each)),
+                                  keep_existing=keep_existing, keep_created=keep_created)
+            return
+        forget_proven()  # as `_put_built`
+        await store._calls.run(store.backend.put_fields, self.kind, call, shared, each)  # type: ignore[attr-defined]
 
     def _built_call(self, records: Sequence[R], keep_existing: bool, keep_created: bool) -> str | None:
         """The backend call `_put_built` makes with these records as they are, or None if there are

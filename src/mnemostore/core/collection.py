@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .calls import Runner, iterate_sync
 from .errors import NotFound, ValidationError
+from .field_puts import complete, put_fields
 from .filters import Expr, bind, from_dict
 from .jsonvalues import check_text, forget_proven
 from .protocol import Hit, OrderKey
@@ -72,6 +73,21 @@ class Collection(Generic[R]):
             getattr(twin._store.backend, call)(self.kind, records)
             return
         self._run(twin._put_built(records, keep_existing=keep_existing, keep_created=keep_created))
+
+    def _put_fields(self, common: dict[str, Any], each: Sequence[dict[str, Any]], *,
+                    keep_existing: bool = False, keep_created: bool = False) -> None:
+        """`AsyncCollection._put_fields` from sync code; over direct calls (`Store`) the backend is called
+        straight (`field_puts.put_fields`), as the coroutine would call it, with no coroutine to drive."""
+        twin = self._async
+        store = twin._store
+        call = "put_missing" if keep_existing else "put_keeping_created" if keep_created else "put"
+        if store._callable_now(self.kind, call):
+            shared = {**common, "tenant_id": store.tenant, "embedding": None}
+            if complete(self.record_cls, shared, each):
+                forget_proven()  # as `AsyncCollection._put_built`
+                put_fields(store.backend, self.kind, call, shared, each)
+                return
+        self._run(twin._put_fields(common, each, keep_existing=keep_existing, keep_created=keep_created))
 
     def update(self, id: str, set: Mapping[str, Any] | None = None,
                inc: Mapping[str, int | float] | None = None) -> R:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -18,6 +18,7 @@ from ...core import codec
 from ...core.capabilities import Capability
 from ...core.declarations import KindChange, backfill_value
 from ...core.errors import ConfigError, SchemaMismatch, StoreClosed, StoreTooNew
+from ...core.field_puts import records_of
 from ...core.filters import Expr
 from ...core.kinds import record_type
 from ...core.private_files import create_file, make_directories
@@ -35,7 +36,7 @@ from .connections import Connections, open_file
 from .filter_memo import Picked
 from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import gather, rank
-from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, KindSQL, Layout, tenant_key
+from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, FieldRows, KindSQL, Layout, tenant_key
 from .selects import SHAPES_KEPT, Select
 from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
 from .vector_cache import Matrix, VectorCache, read_version
@@ -336,7 +337,36 @@ class SQLiteBackend(Backend):
                 self.db.write(lambda conn: _replace_keeping_created(conn, prepared, records, rows))
             return
         rows = [prepared.encode(record) for record in records]
-        self.db.write(lambda conn: _insert_keeping_created(conn, prepared, records, rows))
+        self.db.write(lambda conn: _insert_keeping_created(conn, prepared, lambda: records, rows))
+
+    @raising_backend_errors
+    def put_fields(self, kind: str, call: str, common: dict[str, Any], each: Sequence[dict[str, Any]]) -> None:
+        """`core.field_puts.FieldPuts.put_fields`: the rows made straight from the fields (`KindSQL.field_rows`:
+        no record, no document copy, no look for NULL columns per row), written as `call` writes its
+        records' rows; a kind whose documents are not plain gets `call` of the records."""
+        prepared = self._written_kind(kind)
+        plan = prepared.field_rows(common, each[0])
+
+        def records() -> list[Record]:
+            return records_of(record_type(kind), common, each)
+
+        if plan is None:
+            getattr(self, call)(kind, records())
+            return
+        rows = plan.rows(common, each)
+        if call == "put_keeping_created":
+            if len(rows) > 1:
+                self.db.write(lambda conn: _insert_keeping_created(conn, prepared, records, rows, plan))
+            elif not self.db.one_write(lambda conn: conn.execute(plan.insert_new, rows[0]).rowcount):
+                stored = records()  # replaced: its row again, with the stored `created_at` (`put_keeping_created`)
+                self.db.write(lambda conn: _replace_keeping_created(conn, prepared, stored,
+                                                                    [prepared.encode(stored[0])]))
+            return
+        sql = plan.insert_new if call == "put_missing" else plan.insert
+        if len(rows) == 1:
+            self.db.one_write(lambda conn: conn.execute(sql, rows[0]).close())
+        else:
+            self.db.write(lambda conn: conn.executemany(sql, rows).close())
 
     def _insert(self, prepared: KindSQL, records: Sequence[Record], keep_existing: bool) -> None:
         encode = prepared.encode
@@ -625,17 +655,20 @@ def _changes(cursor: sqlite3.Cursor) -> int:
     return count
 
 
-def _insert_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Sequence[Record],
-                            rows: list[tuple[Any, ...]]) -> None:
-    """Insert the rows not stored, then replace the stored ones with their stored `created_at`. A row
-    stored before this transaction has a seq up to the largest then; SQLite gives an inserted row a
-    larger one (an INTEGER PRIMARY KEY takes the largest plus one)."""
+def _insert_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Callable[[], Sequence[Record]],
+                            rows: list[tuple[Any, ...]], fields: FieldRows | None = None) -> None:
+    """Insert the rows not stored, then replace the stored ones (`records()`) with their stored `created_at`.
+    A row stored before this transaction has a seq up to the largest then; SQLite gives an inserted row a
+    larger one (an INTEGER PRIMARY KEY takes the largest plus one). Rows made by `fields` take its INSERTs."""
     before = conn.execute(f"SELECT max(seq) FROM {prepared.layout.table}").fetchone()[0]
-    sql, lean = prepared.batch_insert(rows, before is not None)
+    if fields is None:
+        sql, lean = prepared.batch_insert(rows, before is not None)
+    else:
+        sql, lean = fields.insert if before is None else fields.insert_new, rows
     if before is None:
         conn.executemany(sql, lean).close()
     elif _changes(conn.executemany(sql, lean)) != len(rows):
-        _replace_keeping_created(conn, prepared, records, None, before)
+        _replace_keeping_created(conn, prepared, records(), None, before)
 
 
 def _replace_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Sequence[Record],

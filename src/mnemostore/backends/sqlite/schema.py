@@ -26,6 +26,7 @@ import orjson
 
 from ...core import codec
 from ...core.compression import COMPRESS_AT, PAYS_AT, Verdicts, deflate, pack_bare_payload, unpack_payload
+from ...core.field_puts import UNSET, unfit_fields
 from ...core.kinds import record_type, secondary_indexes
 from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import KINDS, Record
@@ -129,6 +130,12 @@ class Layout:
         where = f" WHERE {quote(fields[0])} IS NOT NULL" if sparse else ""
         return f"CREATE INDEX IF NOT EXISTS {quote(name)} ON {self.table} ({keys}){where}"
 
+    @cached_property
+    def plain_documents(self) -> bool:
+        """Whether a record's document is its fields as orjson dumps them (no bytes field kept apart, no
+        checkpoint `state` proven by its validation): `_plain_encoder`'s kinds, and `field_rows`'."""
+        return not self.binary and "state" not in record_type(self.kind).model_fields
+
     @property
     def plain_fields(self) -> list[str]:
         """Fields stored as they are (in column order before `converted_fields`)."""
@@ -153,10 +160,12 @@ class Layout:
         return {vectors: ", ".join(["doc", "vec" if vectors else "NULL", *(quote(f) for f in self.binary)])
                 for vectors in (False, True)}
 
-    def insert_sql(self, keep_existing: bool = False, rows: int = 1, nulls: Sequence[int] = ()) -> str:
+    def insert_sql(self, keep_existing: bool = False, rows: int = 1, nulls: Sequence[int] = (),
+                   columns: Sequence[str] | None = None) -> str:
         """INSERT of `rows` rows in `row_encoder` order: replacing a stored (tenant, id), or leaving it;
-        the columns at positions `nulls` get NULL written into the statement, not a parameter."""
-        names = ["tenant", *self._written()]
+        the columns at positions `nulls` get NULL written into the statement, not a parameter. Given
+        `columns` (quoted, of `tenant` and `_written`), only those, in that order: the others are NULL."""
+        names = ["tenant", *self._written()] if columns is None else list(columns)
         marks = ", ".join([f"({', '.join('NULL' if i in nulls else '?' for i in range(len(names)))})"] * rows)
         verb, tail = ("INSERT", " ON CONFLICT (tenant, id) DO NOTHING") if keep_existing else ("INSERT OR REPLACE", "")
         return f"{verb} INTO {self.table} ({', '.join(names)}) VALUES {marks}{tail}"
@@ -204,8 +213,9 @@ class Layout:
 
         return decode_one
 
-    def row_encoder(self) -> Callable[[Record], tuple[Any, ...]]:
-        """A fast function record -> row values, in `insert_sql` order (tenant first)."""
+    def row_encoder(self, documents: Verdicts | None = None) -> Callable[[Record], tuple[Any, ...]]:
+        """A fast function record -> row values, in `insert_sql` order (tenant first); `documents` keeps
+        whether compressing the kind's documents pays (`KindSQL.documents`: `field_rows` shares it)."""
         plain = self.plain_fields
         get_plain: Callable[[dict[str, Any]], tuple[Any, ...]]
         if len(plain) == 1:
@@ -220,10 +230,11 @@ class Layout:
         dumps = orjson.dumps
         encode_document = codec.encode_document
         binary = self.binary
-        documents, fields = Verdicts(), [(name, Verdicts()) for name in binary]  # whether compressing pays
+        documents = Verdicts() if documents is None else documents  # whether compressing pays
+        fields = [(name, Verdicts()) for name in binary]
         packed = _binary_packer(fields)
 
-        if not binary and "state" not in record_type(self.kind).model_fields:
+        if self.plain_documents:
             return _plain_encoder(get_plain, converters, documents)
 
         def encode(record: Record) -> tuple[Any, ...]:
@@ -299,6 +310,120 @@ def _plain_encoder(get_plain: Callable[[dict[str, Any]], tuple[Any, ...]],
     return encode_shared
 
 
+Rows = Callable[[dict[str, Any], Sequence[dict[str, Any]]], list[tuple[Any, ...]]]
+"""(common, each) -> the rows of the records they stand for (`core.field_puts`), in `FieldRows` column order."""
+
+
+@dataclass(frozen=True)
+class FieldRows:
+    """How records given as fields (`core.field_puts`: `common` shared, `each` their own) are written when
+    `common` has one pattern (its names, which of them are None) and `each` one set of names: INSERTs that
+    name only the columns some record sets (a column `common` leaves None is NULL, no parameter: what
+    `KindSQL.batch_insert` makes of such rows), and the rows, made without a record: each is the row
+    `row_encoder` gives that record, less those columns, the columns `common` sets first. For a kind
+    whose documents are plain (`Layout.plain_documents`) and records without a vector."""
+
+    insert: str
+    insert_new: str
+    rows: Rows
+
+    @classmethod
+    def of(cls, layout: Layout, documents: Verdicts, common: dict[str, Any], own: Sequence[str]) -> FieldRows:
+        fields = layout.fields
+        set_here = [(name, fields[name]) for name in [*layout.plain_fields, *layout.converted_fields]
+                    if name in common and common[name] is not None]
+        per_row = [name for name in [*layout.plain_fields, *layout.converted_fields] if name in own]
+        shared_meta = "metadata" in common
+        columns = ["tenant", *(layout.columns[name] for name, _ in set_here)]
+        columns += [*(["meta"] if shared_meta else []), *(layout.columns[name] for name in per_row),
+                    *([] if shared_meta else ["meta"]), "doc"]
+        converted = [(name, codec.instant_micros if fields[name] is datetime else int)
+                     for name in per_row if fields[name] in (datetime, bool)]
+        get_own = _getter([name for name in per_row if fields[name] not in (datetime, bool)])
+        if converted:
+            get_plain = get_own
+
+            def get_own(data: dict[str, Any]) -> tuple[Any, ...]:
+                return (*get_plain(data), *(None if (value := data[name]) is None else conv(value)
+                                            for name, conv in converted))
+
+        blank = dict.fromkeys((name for name in record_type(layout.kind).model_fields if name != "embedding"), UNSET)
+        """A record's own fields hold `UNSET` until its fields fill them: one left out fails its document's dump."""
+        size = len(own)
+        dumps, default = orjson.dumps, codec.json_default
+
+        micros = codec.instant_micros
+        in_document = [name for name in common if name != "embedding"]
+
+        def shared(common: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+            """The values of the columns `common` sets, and the document's fields before a record's own
+            (a datetime column's as the text orjson writes for it: dumped once a call, not once a record;
+            a datetime `common` gives twice, converted once)."""
+            head: list[Any] = [tenant_key(common["tenant_id"])]
+            template = blank.copy()  # no key deleted from it: `template | data` copies it whole (a deleted
+            for name in in_document:  # key makes that a slow copy, key by key)
+                template[name] = common[name]
+            seen: tuple[Any, Any, Any] = (None, None, None)
+            for name, kind in set_here:
+                value = common[name]
+                if kind is datetime:
+                    if value is not seen[0]:
+                        seen = (value, micros(value), dumps(value)[1:-1].decode())
+                    head.append(seen[1])
+                    template[name] = seen[2]
+                else:
+                    head.append(sql_value(kind, value))
+            if "metadata" in common:
+                head.append(dumps(metadata).decode() if (metadata := common["metadata"]) else None)
+            return tuple(head), template
+
+        def rows(common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+            """Each record's row; a record whose own fields are not the first's names (one more: its length;
+            one left out: `UNSET` in its document) is refused (`unfit_fields`), before anything is written."""
+            head, template = shared(common)
+            made = []
+            try:
+                for data in each:
+                    if len(data) != size:
+                        raise TypeError
+                    stored = dumps(template | data, default=default)
+                    if len(stored) >= COMPRESS_AT:
+                        stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
+                    made.append((*head, *get_own(data), dumps(metadata).decode() if (metadata := data["metadata"])
+                                 else None, bytearray(stored)))
+            except (TypeError, KeyError):
+                raise unfit_fields(each, own) from None
+            return made
+
+        def rows_shared_metadata(common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
+            head, template = shared(common)
+            made = []
+            try:
+                for data in each:
+                    if len(data) != size:
+                        raise TypeError
+                    stored = dumps(template | data, default=default)
+                    if len(stored) >= COMPRESS_AT:
+                        stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
+                    made.append((*head, *get_own(data), bytearray(stored)))
+            except (TypeError, KeyError):
+                raise unfit_fields(each, own) from None
+            return made
+
+        return cls(layout.insert_sql(columns=columns), layout.insert_sql(True, columns=columns),
+                   rows_shared_metadata if shared_meta else rows)
+
+
+def _getter(names: Sequence[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A function mapping -> the values of `names`, as a tuple (one or none too)."""
+    if len(names) == 1:
+        (name,) = names
+        return lambda data: (data[name],)
+    if not names:
+        return lambda data: ()
+    return operator.itemgetter(*names)
+
+
 def _binary_packer(fields: list[tuple[str, Verdicts]]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     """A record's bytes fields' column values (`pack_bare_payload`, NULL for None), from its field dict;
     for one field (a checkpoint's payload) without a generator to run."""
@@ -330,6 +455,9 @@ class KindSQL:
 
     nullable: tuple[int, ...] = ()
     """Positions in a row of the columns that may hold NULL (all but the tenant and the document)."""
+    documents: Verdicts = field(default_factory=Verdicts)
+    """Whether compressing the kind's documents pays (`encode`'s and `field_rows`')."""
+    _field_rows: dict[tuple[Any, ...], FieldRows] = field(default_factory=dict)
     _batch_inserts: dict[tuple[bool, tuple[int, ...]], str] = field(default_factory=dict)
     _one_inserts: dict[tuple[bool, ...], tuple[str, Callable[[Any], Any] | None]] = field(default_factory=dict)
 
@@ -352,6 +480,17 @@ class KindSQL:
             sql = self._batch_inserts[key] = self.layout.insert_sql(keep_existing, 1, nulls)
         keep = operator.itemgetter(*[i for i in range(len(first)) if i not in nulls])  # tenant, document: 2+
         return sql, list(map(keep, rows))
+
+    def field_rows(self, common: dict[str, Any], own: dict[str, Any]) -> FieldRows | None:
+        """`FieldRows` for records given as `common` and fields named as `own` (the first record's), made
+        once per pattern; None for a kind whose documents are not plain (its records take `encode`)."""
+        key = (*common, *map(operator.is_, common.values(), _NONES), *own)
+        found = self._field_rows.get(key)
+        if found is None:
+            if not self.layout.plain_documents:
+                return None
+            found = self._field_rows[key] = FieldRows.of(self.layout, self.documents, common, list(own))
+        return found
 
     def one_insert(self, row: tuple[Any, ...], keep_existing: bool) -> tuple[str, Sequence[Any]]:
         """The INSERT of one row with NULL written into it for the row's None columns, and the row
@@ -402,12 +541,14 @@ class KindSQL:
 
     @classmethod
     def of(cls, layout: Layout) -> KindSQL:
-        return cls(layout, layout.row_encoder(), layout.insert_sql(), layout.insert_sql(keep_existing=True),
+        documents = Verdicts()
+        return cls(layout, layout.row_encoder(documents), layout.insert_sql(), layout.insert_sql(keep_existing=True),
                    {vectors: f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE tenant = ? AND id = ?"
                     for vectors in (True, False)},
                    {(keep, rows): layout.insert_sql(keep, rows) for keep in (False, True)
                     for rows in range(2, SMALL_BATCH + 1)},
-                   tuple(i for i, name in enumerate(["tenant", *layout._written()]) if name not in ("tenant", "doc")))
+                   tuple(i for i, name in enumerate(["tenant", *layout._written()]) if name not in ("tenant", "doc")),
+                   documents)
 
 
 _ONLY_NONE = {None}

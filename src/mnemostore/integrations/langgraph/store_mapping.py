@@ -114,37 +114,40 @@ def records_for(scope: str, namespace: tuple[str, ...], key: str, value: dict[st
         complete=True) for n, vector in enumerate(vectors)]
 
 
-_new_item = trusted_records(LangGraphItem)
+def plain_common(created_at: datetime, updated_at: datetime) -> dict[str, Any]:
+    """The fields the records of items without a vector share (`records_for`'s), but for the tenant and
+    embedding (the collection's: `Collection._put_fields`); `plain_fields` holds each item's own."""
+    return {"agent": None, "project_id": None, "created_at": created_at, "updated_at": updated_at, "model": ""}
 
 
-def _plain_record(scope: str, namespace: tuple[str, ...], encoded: str, key: str, value: dict[str, Any],
-                  created_at: datetime, updated_at: datetime) -> LangGraphItem:
-    """An item's record without a vector, its namespace encoded with its root (`records_for`)."""
-    return _new_item({"id": item_id(scope, namespace, key), "tenant_id": None, "agent": None,  # type: ignore[return-value]
-                      "project_id": None, "created_at": created_at, "updated_at": updated_at, "metadata": value,
-                      "embedding": None, "namespace": encoded, "key": key, "model": ""})
-
-
-def plain_record(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any], created_at: datetime,
-                 updated_at: datetime) -> LangGraphItem:
-    """`records_for`'s one record of an item without a vector."""
-    return _plain_record(scope, namespace, item_root(scope) + encode_namespace(namespace), key, value, created_at,
-                         updated_at)
-
-
-def plain_records(scope: str, items: Sequence[tuple[tuple[tuple[str, ...], str], dict[str, Any]]],
-                  created_at: datetime, updated_at: datetime) -> list[LangGraphItem]:
-    """`records_for` of items without a vector ((namespace, key), value), made alike: a batch's namespaces
-    are encoded once each."""
+def plain_fields(scope: str,
+                 items: Sequence[tuple[tuple[tuple[str, ...], str], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each item's own fields ((namespace, key), value) of the record `records_for` makes of an item without
+    a vector, beside `plain_common`'s: no record object (`core.field_puts`). A batch's namespaces are
+    encoded once each."""
     root = item_root(scope)
     roots: dict[tuple[str, ...], str] = {}
-    records: list[LangGraphItem] = []
+    made: list[dict[str, Any]] = []
     for (namespace, key), value in items:
         encoded = roots.get(namespace)
         if encoded is None:
             encoded = roots[namespace] = root + encode_namespace(namespace)
-        records.append(_plain_record(scope, namespace, encoded, key, value, created_at, updated_at))
-    return records
+        made.append({"id": item_id(scope, namespace, key), "metadata": value, "namespace": encoded, "key": key})
+    return made
+
+
+_new_item = trusted_records(LangGraphItem)
+
+
+def plain_record(scope: str, namespace: tuple[str, ...], key: str, value: dict[str, Any], created_at: datetime,
+                 updated_at: datetime) -> LangGraphItem:
+    """`records_for`'s one record of an item without a vector: `plain_common` and `plain_fields` as a
+    record, its fields in the kind's order (a lone `put`'s: for one record, handing fields over costs more
+    than the record they save, `MnemostoreStore._put_plain`)."""
+    return _new_item({"id": item_id(scope, namespace, key), "tenant_id": None, "agent": None,  # type: ignore[return-value]
+                      "project_id": None, "created_at": created_at, "updated_at": updated_at, "metadata": value,
+                      "embedding": None, "namespace": item_root(scope) + encode_namespace(namespace), "key": key,
+                      "model": ""})
 
 
 def where_it_lives(record: LangGraphItem) -> tuple[tuple[str, ...], str]:
