@@ -59,13 +59,19 @@ def _short(name: str) -> str:
     return f"{function} [{Path(file).name}]" if file else function
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def read_arguments(doc: str | None, n: int, sides: str) -> argparse.ArgumentParser:
+    """The options of a tool that counts `profile_read.py` sides (as that script names them)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state", choices=("varied", "repeated"), default="varied")
-    parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--n", type=int, default=n)
     parser.add_argument("--written", type=int, default=200)
     parser.add_argument("--memo", choices=("on", "off", "one"), default="on")
-    parser.add_argument("--sides", default="saver_latest,sqlitesaver_latest")
+    parser.add_argument("--sides", default=sides)
+    return parser
+
+
+def main() -> None:
+    parser = read_arguments(__doc__, 100, "saver_latest,sqlitesaver_latest")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args()
     sides = args.sides.split(",")

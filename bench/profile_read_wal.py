@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from profile_read import _memo, _reads
+from profile_read_functions import read_arguments
 from profile_save import WARM, callgrind_instructions, print_per_call
 
 
@@ -44,12 +45,7 @@ def _count(args: argparse.Namespace, side: str, state: str, n: int, where: Path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--state", choices=("varied", "repeated"), default="varied")
-    parser.add_argument("--n", type=int, default=30)
-    parser.add_argument("--written", type=int, default=200)
-    parser.add_argument("--memo", choices=("on", "off", "one"), default="on")
-    parser.add_argument("--sides", default="saver_latest,saver_list10")
+    parser = read_arguments(__doc__, 30, "saver_latest,saver_list10")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
