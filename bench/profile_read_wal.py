@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import sqlite3
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -31,8 +32,13 @@ def _run(side: str, state: str, n: int, written: int, where: Path) -> None:
     with stack:
         for database in where.glob("*.db"):
             with contextlib.closing(sqlite3.connect(database)) as conn:
-                busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                assert not busy and copied == frames, (busy, frames, copied)
+                for _ in range(1000):  # the store's own checkpoint thread may be copying: try again
+                    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    if not busy and copied == frames:
+                        break
+                    time.sleep(0.01)
+                else:
+                    raise RuntimeError(f"{database}: the WAL could not be fully copied ({copied} of {frames} frames)")
         for i in range(WARM + n):
             read(i)
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache, partial
+from functools import lru_cache
 from operator import itemgetter
 from typing import Any, Protocol, cast
 
@@ -140,18 +140,21 @@ def decode(serde: SerializerProtocol, stored: list[str]) -> Any:
     return serde.loads_typed((stored[0], from_text(stored[1])))
 
 
-def _payload_or_state(key: str, serde: SerializerProtocol, record: Stored) -> Any:
+def _payload_or_state(serde: SerializerProtocol, record: Stored, key: str) -> Any:
     """The value in the record's payload (format 3), else in `state[key]` (formats 1 and 2)."""
-    payload = record.payload
-    if payload is None:
+    if record.payload is None:
         return decode(serde, record.state[key])
-    return serde.loads_typed((record.state["type"], payload))
+    return serde.loads_typed((record.state["type"], record.payload))
 
 
-checkpoint_of: Callable[[SerializerProtocol, Stored], Any] = partial(_payload_or_state, "checkpoint")
-"""The LangGraph checkpoint a checkpoint record holds (any format): a `partial`, one Python frame a read."""
-value_of: Callable[[SerializerProtocol, Stored], Any] = partial(_payload_or_state, "value")
-"""The value a write record holds (any format)."""
+def checkpoint_of(serde: SerializerProtocol, record: Stored) -> Any:
+    """The LangGraph checkpoint a checkpoint record holds (any format)."""
+    return _payload_or_state(serde, record, "checkpoint")
+
+
+def value_of(serde: SerializerProtocol, record: Stored) -> Any:
+    """The value a write record holds (any format)."""
+    return _payload_or_state(serde, record, "value")
 
 
 def metadata_of(serde: SerializerProtocol, record: Stored) -> Any:

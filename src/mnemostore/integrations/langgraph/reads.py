@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from operator import itemgetter
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ...core.async_store import AsyncStore
 from ...core.calls import run_sync
@@ -64,8 +63,7 @@ class FlatReads(Reads):
         found = self._documents(Record.kind, store.tenant, shape, values, limit)
         if found is None:
             return await super().fetch(shape, values, limit)
-        new, fields = tuple.__new__, _FIELDS  # no Python frame a row
-        return [new(StoredFields, fields(data)) for data in found]
+        return [StoredFields(data) for data in found]
 
 
 def reads_for(store: Store | AsyncStore) -> Reads:
@@ -80,26 +78,23 @@ def reads_for(store: Store | AsyncStore) -> Reads:
     return Reads(store._async)
 
 
-class StoredFields(NamedTuple):
+class StoredFields:
     """A checkpoint or write record's stored fields (a dict from `query_shape_documents`) seen as the
-    saver reads a record (`mapping.Stored`): a tuple made in C from the dict (`FlatReads.fetch`: no Python
-    frame a row), its fields read through C descriptors; `created_at` is parsed only when asked for
-    (write order)."""
+    saver reads a record (`mapping.Stored`): plain attributes, set once (a read takes each several times);
+    `created_at` is parsed only when asked for (write order)."""
 
-    id: str
-    run_id: str
-    branch_id: str
-    node_id: str
-    state: dict[str, Any]
-    payload: bytes | None
-    metadata: dict[str, Any]
-    created_text: str
+    __slots__ = ("_created_at", "branch_id", "id", "metadata", "node_id", "payload", "run_id", "state")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.id: str = data["id"]
+        self.run_id: str = data["run_id"]
+        self.branch_id: str = data["branch_id"]
+        self.node_id: str = data["node_id"]
+        self.state: dict[str, Any] = data["state"]
+        self.payload: bytes | None = data["payload"]
+        self.metadata: dict[str, Any] = data["metadata"]
+        self._created_at: str = data["created_at"]
 
     @property
     def created_at(self) -> datetime:
-        return datetime.fromisoformat(self.created_text)
-
-
-_FIELDS = itemgetter("id", "run_id", "branch_id", "node_id", "state", "payload", "metadata", "created_at")
-"""A stored document's fields in `StoredFields`' order."""
-
+        return datetime.fromisoformat(self._created_at)

@@ -206,9 +206,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
         remaining = limit
         if thread_id is not None and not checkpoint_id and not wanted and reads.ranges:
-            # a namespace's pages are read from below `before` already: nothing left for `keep` to check
-            chunks = _thread_pages(reads, thread_id, ns, before_id, min(limit or reads.page, reads.page),
-                                   keep if before_id and ns is None else None)
+            chunks = _thread_pages(reads, thread_id, ns, before_id, min(limit or reads.page, reads.page), keep)
         else:
             where, exact = _list_where(store, thread_id, ns, checkpoint_id, before_id, wanted)
             batch = min(limit or _LIST_PAGE, _LIST_PAGE) if exact else _CHUNK
@@ -368,8 +366,8 @@ async def _id_range(reads: Reads, low: str, high: str) -> Sequence[Stored]:
 
 
 async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id: str | None, batch: int,
-                        keep: Callable[[Stored], bool] | None) -> AsyncGenerator[builtins.list[Stored], None]:
-    """A thread's checkpoints (of one namespace if `ns` is not None) that `keep` accepts (all if None), newest first,
+                        keep: Callable[[Stored], bool]) -> AsyncGenerator[builtins.list[Stored], None]:
+    """A thread's checkpoints (of one namespace if `ns` is not None) that `keep` accepts, newest first,
     fetched `batch` at a time through the list shapes (pages left empty skipped). A namespace's are read
     by its id range (`mapping.namespace_range`), from below the checkpoint `before_id` if given: one
     statement a page, in the id index's order."""
@@ -383,7 +381,7 @@ async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id:
         shapes = (_NAMESPACE_LIST, _NAMESPACE_LIST)
     while True:
         page = await reads.fetch(shapes["high" in values], values, limit=batch)
-        kept = builtins.list(page) if keep is None else [record for record in page if keep(record)]
+        kept = [record for record in page if keep(record)]
         if kept:
             yield kept
         if len(page) < batch:
