@@ -23,10 +23,10 @@ from typing import Any
 
 from profile_save import WARM, callgrind_instructions
 
-SIDES = ("saver_get", "saver_latest", "saver_list", "sqlitesaver_get", "sqlitesaver_latest", "sqlitesaver_list",
-         "facade_get", "facade_latest", "raw_get", "raw_latest")
+SIDES = ("saver_get", "saver_latest", "saver_list", "saver_list10", "sqlitesaver_get", "sqlitesaver_latest",
+         "sqlitesaver_list", "sqlitesaver_list10", "facade_get", "facade_latest", "raw_get", "raw_latest")
 """`<who>_<read>`: who is MnemostoreSaver (sqlite), SqliteSaver, the facade's `checkpoints` or raw sqlite3;
-`list` is one item of a list of the whole thread."""
+`list` is one item of a list of the whole thread, `list10` a whole `list(limit=10)` of it (the bench's row)."""
 
 
 def _memo(mode: str) -> None:
@@ -66,6 +66,8 @@ def _reads(side: str, state: dict[str, Any], written: int, where: Path) -> tuple
                 items = iter(saver.list(thread))
                 return next(items)
             return one_listed, stack
+        if read == "list10":
+            return lambda i: list(saver.list(thread, limit=10)), stack
         if read == "latest":
             return lambda i: saver.get_tuple(thread), stack
         return lambda i: saver.get_tuple(configs[i % written]), stack
