@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +203,32 @@ class FidelityClauses(SpecimenFixtures):
                                                             embedding=[0.5, -0.25]))
         store.collection(kind).put([record])
         read_back_everywhere(store, [record])
+
+    @each_kind_and_specimen
+    @since("1.12")
+    def test_records_handed_over_as_fields_are_stored_as_records(self, store: Store, kind: str) -> None:
+        """Records given as their fields (`Collection._put_fields`: the LangGraph store's batch writes; a
+        backend's optional `put_fields`, else the records' `put`) read back as those records: a second batch
+        replacing some keeps their stored `created_at`; one keeping existing records leaves them."""
+        items = store.collection(kind)
+        first = [make(kind, i, embedding=None) for i in range(4)]
+        later = [make(kind, i, embedding=None, agent="later", created_at=first[-1].created_at + timedelta(days=1))
+                 for i in range(2, 6)]
+        items._put_fields(*_as_fields(first))
+        items._put_fields(*_as_fields(later), keep_created=True)
+        kept = {r.id: r.created_at for r in first}
+        expected = first[:2] + [r.model_copy(update={"created_at": kept.get(r.id, r.created_at)}) for r in later]
+        read_back_everywhere(store, expected)
+        items._put_fields(*_as_fields([make(kind, i, embedding=None, agent="ignored") for i in range(6)]),
+                          keep_existing=True)
+        read_back_everywhere(store, expected)
+
+
+def _as_fields(records: list[Record]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(common, each) for `Collection._put_fields`: the fields every record holds alike, then each one's own
+    (neither `tenant_id` nor `embedding`, which `_put_fields` sets: the store's tenant, no vector)."""
+    own = [{name: value for name, value in record.__dict__.items() if name not in ("tenant_id", "embedding")}
+           for record in records]
+    common = {name: value for name, value in own[0].items()
+              if name != "id" and all(repr(fields[name]) == repr(value) for fields in own)}
+    return common, [{name: value for name, value in fields.items() if name not in common} for fields in own]
