@@ -6,7 +6,9 @@ checkpoints (read by id in the order written, as `bench/case_langgraph.py` does)
     python bench/profile_read.py --state repeated --memo off --sides saver_get,facade_get
 
 Each side runs twice under callgrind (`profile_save.py` says how), with 0 and `--n` reads after the same
-writes and warm-up; the difference divided by `--n` is one read's instructions, all threads counted.
+writes and warm-up; the difference divided by `--n` is one read's instructions: all threads, then the main
+thread's and the others' (the WAL checkpoint thread, whose share moves from run to run with when it wakes:
+compare main threads).
 `--memo off` keeps nothing in `compression.INFLATED` (every read inflates: the miss path without a lookup);
 `--memo one` keeps one frame (every read of a cycle misses, looks up and evicts: a miss's whole cost).
 """
@@ -95,13 +97,12 @@ def _run(side: str, state: dict[str, Any], n: int, written: int, where: Path) ->
             read(i)
 
 
-def _count(side: str, args: argparse.Namespace, n: int, where: Path) -> int:
-    """Instructions (all threads) of a run of `side` with n reads."""
+def _count(side: str, args: argparse.Namespace, n: int, where: Path) -> tuple[int, int]:
+    """Instructions (main thread, other threads) of a run of `side` with n reads."""
     out = where / f"{side}-{n}"
     out.mkdir()
-    main, other = callgrind_instructions([__file__, "--run", side, "--state", args.state, "--n", str(n),
-                                          "--written", str(args.written), "--memo", args.memo, "--dir", str(out)], out)
-    return main + other
+    return callgrind_instructions([__file__, "--run", side, "--state", args.state, "--n", str(n),
+                                   "--written", str(args.written), "--memo", args.memo, "--dir", str(out)], out)
 
 
 def main() -> None:
@@ -123,11 +124,12 @@ def main() -> None:
         _run(args.run, state, args.n, args.written, Path(args.dir))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"instructions per read, all threads, {args.state} 50 KB state, thread of {args.written}, "
-              f"memo {args.memo} ({args.n} reads less 0, after {WARM})")
+        print(f"instructions per read, {args.state} 50 KB state, thread of {args.written}, memo {args.memo} "
+              f"({args.n} reads less 0, after {WARM}): all threads, the main thread's, the others'")
         for side in args.sides.split(","):
-            per = (_count(side, args, args.n, Path(tmp)) - _count(side, args, 0, Path(tmp))) / args.n
-            print(f"  {side:20s} {per:11,.0f}", flush=True)
+            (main0, other0), (main1, other1) = (_count(side, args, n, Path(tmp)) for n in (0, args.n))
+            main, other = (main1 - main0) / args.n, (other1 - other0) / args.n
+            print(f"  {side:20s} {main + other:11,.0f} {main:11,.0f} {other:9,.0f}", flush=True)
 
 
 if __name__ == "__main__":

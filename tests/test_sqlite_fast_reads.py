@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mnemostore
@@ -166,3 +166,33 @@ def _sorted_first(store: Any, branch: str | None) -> Any:
         where = where & (mnemostore.F.branch_id == branch)
     found = store.checkpoints.query(where, order_by=["-sequence", "-created_at", "id"]).items
     return found[0] if found else None
+
+
+_TEXT_OR_NOT = st.one_of(st.text(max_size=6), st.text(alphabet="ab\x00é", max_size=4), st.integers(), st.none(),
+                         st.binary(max_size=3))
+
+
+@_SETTINGS
+@given(run_id=_TEXT_OR_NOT, branch=st.one_of(st.none(), _TEXT_OR_NOT))
+@example(run_id="a\x00", branch=None)
+@example(run_id="run", branch="b\x00")
+@example(run_id="é", branch="main")
+def test_latests_arguments_are_those_fetch_checks(tmp_path_factory: Any, run_id: Any, branch: Any) -> None:
+    """`latest`'s backend arguments, made without `_fetch_args` for plain text, are what `_fetch_args`
+    makes of the same values, or the same ValidationError (NUL, non-text)."""
+    from mnemostore.core import async_checkpoints
+    from mnemostore.core.errors import ValidationError
+
+    assert not async_checkpoints._LATEST_OF_RUN.needs and not async_checkpoints._LATEST_ON_BRANCH.needs
+    path = Path(tmp_path_factory.mktemp("args")) / "store.db"
+    with mnemostore.open(f"sqlite:///{path}") as store:
+        twin = store.checkpoints._async
+        shape, values = ((async_checkpoints._LATEST_OF_RUN, {"run_id": run_id}) if branch is None else
+                         (async_checkpoints._LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}))
+        outcomes = []
+        for make in (lambda: twin._latest_args(run_id, branch), lambda: twin._fetch_args(shape, values, 1, True)):
+            try:
+                outcomes.append(("ok", make()))
+            except ValidationError as exc:
+                outcomes.append(("error", str(exc)))
+        assert outcomes[0] == outcomes[1]
