@@ -6,9 +6,17 @@ checkpoints (read by id in the order written, as `bench/case_langgraph.py` does)
     python bench/profile_read.py --state repeated --memo off --sides saver_get,facade_get
 
 Each side runs twice under callgrind (`profile_save.py` says how), with 0 and `--n` reads after the same
-writes and warm-up; the difference divided by `--n` is one read's instructions, all threads counted.
+writes and warm-up; the difference divided by `--n` is one read's instructions: all threads, then the main
+thread's and the others' (the WAL checkpoint thread, whose share moves from run to run with when it wakes:
+compare main threads).
 `--memo off` keeps nothing in `compression.INFLATED` (every read inflates: the miss path without a lookup);
 `--memo one` keeps one frame (every read of a cycle misses, looks up and evicts: a miss's whole cost).
+
+The bench's "checkpoint load by id" row reads 1,000 distinct checkpoints after writing 2,000: the memo's
+`MEMO_BYTES` (16 MiB) holds ~320 inflated 50 KB states, so every one of its reads misses. `--state repeated
+--written 1000 --n 300` (all threads, before h-reads' changes): facade_get 1,150k, raw_get 994k; with
+`--written 200` (hits) 1,008k against 993k. A miss inflates the repeated-text frame (~125k) where raw
+sqlite3 reads its 50 KB plain (its page reads, in the kernel, are not counted here; wall time counts them).
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ def _reads(side: str, state: dict[str, Any], written: int, where: Path) -> tuple
 
             saver = MnemostoreSaver(stack.enter_context(mnemostore.open(f"sqlite:///{where / 'ours.db'}")))
         configs = put_run(saver, "run", checkpoints(saver, written, state))
+        _checkpointed(where / ("theirs.db" if who == "sqlitesaver" else "ours.db"))
         thread = _thread("run")
         if read == "list":
             items = iter(())
@@ -77,6 +86,7 @@ def _reads(side: str, state: dict[str, Any], written: int, where: Path) -> tuple
         conn = stack.enter_context(contextlib.closing(connect(where / "raw.db")))
         for i in range(written):
             save_checkpoint(conn, f"c{i}", "run", i, state)
+        _checkpointed(where / "raw.db")
         if read == "latest":
             return lambda i: latest_checkpoint(conn, "run"), stack
         return lambda i: load_checkpoint(conn, f"c{i % written}"), stack
@@ -84,9 +94,20 @@ def _reads(side: str, state: dict[str, Any], written: int, where: Path) -> tuple
 
     cps = stack.enter_context(mnemostore.open(f"sqlite:///{where / 'facade.db'}")).checkpoints
     ids = [cps.save("run", state, node_id=f"n{i}").id for i in range(written)]  # a chain, as the bench's latest row
+    _checkpointed(where / "facade.db")
     if read == "latest":
         return lambda i: cps.latest("run"), stack
     return lambda i: cps.get(ids[i % written]), stack
+
+
+def _checkpointed(path: Path) -> None:
+    """Move the file's WAL into it before the reads: whether a read finds its pages in the WAL (read into
+    the page cache) or in the file (mapped) otherwise depends on when the WAL checkpoint thread last woke,
+    which moved a side's main-thread figure by ~60k instructions between runs."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
 def _run(side: str, state: dict[str, Any], n: int, written: int, where: Path) -> None:
@@ -97,13 +118,12 @@ def _run(side: str, state: dict[str, Any], n: int, written: int, where: Path) ->
             read(i)
 
 
-def _count(side: str, args: argparse.Namespace, n: int, where: Path) -> int:
-    """Instructions (all threads) of a run of `side` with n reads."""
+def _count(side: str, args: argparse.Namespace, n: int, where: Path) -> tuple[int, int]:
+    """Instructions (main thread, other threads) of a run of `side` with n reads."""
     out = where / f"{side}-{n}"
     out.mkdir()
-    main, other = callgrind_instructions([__file__, "--run", side, "--state", args.state, "--n", str(n),
-                                          "--written", str(args.written), "--memo", args.memo, "--dir", str(out)], out)
-    return main + other
+    return callgrind_instructions([__file__, "--run", side, "--state", args.state, "--n", str(n),
+                                   "--written", str(args.written), "--memo", args.memo, "--dir", str(out)], out)
 
 
 def main() -> None:
@@ -125,11 +145,12 @@ def main() -> None:
         _run(args.run, state, args.n, args.written, Path(args.dir))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        print(f"instructions per read, all threads, {args.state} 50 KB state, thread of {args.written}, "
-              f"memo {args.memo} ({args.n} reads less 0, after {WARM})")
+        print(f"instructions per read, {args.state} 50 KB state, thread of {args.written}, memo {args.memo} "
+              f"({args.n} reads less 0, after {WARM}): all threads, the main thread's, the others'")
         for side in args.sides.split(","):
-            per = (_count(side, args, args.n, Path(tmp)) - _count(side, args, 0, Path(tmp))) / args.n
-            print(f"  {side:20s} {per:11,.0f}", flush=True)
+            (main0, other0), (main1, other1) = (_count(side, args, n, Path(tmp)) for n in (0, args.n))
+            main, other = (main1 - main0) / args.n, (other1 - other0) / args.n
+            print(f"  {side:20s} {main + other:11,.0f} {main:11,.0f} {other:9,.0f}", flush=True)
 
 
 if __name__ == "__main__":

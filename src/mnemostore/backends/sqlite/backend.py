@@ -405,7 +405,11 @@ class SQLiteBackend(Backend):
         compiled = self._shape_select(layout, tenant, shape, values, limit, vectors)
         if compiled is None:
             return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
-        return self._select(layout, *compiled, limit, vectors)
+        select, args = compiled
+        if select.mode == "first":  # a run's latest checkpoint: its one row decoded straight
+            row = self.db.one_row(select.sql, args * select.repeat)
+            return [] if row is None else [layout.row_decoder(row)]
+        return self._select(layout, select, args, limit, vectors)
 
     @raising_backend_errors
     def query_shape_documents(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
@@ -519,14 +523,14 @@ class SQLiteBackend(Backend):
         if prepared is None:
             return []
         layout = prepared.layout
+        if len(ids) == 1:  # by id: the kind's prepared statement, its one row decoded straight
+            row = self.db.one_row(prepared.get_one[vectors], (tenant or "", ids[0]))  # `tenant_key`, inlined
+            return [] if row is None else [layout.row_decoder(row)]
         columns = layout.read_columns(vectors)
-        if len(ids) == 1:
-            sql = prepared.get_one[vectors]
-            args: list[Any] = [tenant_key(tenant), ids[0]]
-        elif len(ids) <= INLINE_LIMIT:
+        if len(ids) <= INLINE_LIMIT:
             sql = (f"SELECT {columns} FROM {layout.table} "
                    f"WHERE tenant = ? AND id IN ({', '.join('?' * len(ids))})")
-            args = [tenant_key(tenant), *ids]
+            args: list[Any] = [tenant_key(tenant), *ids]
         else:
             sql = (f"SELECT {columns} FROM {layout.table} "
                    "WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))")
