@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.seed_kinds import forget_the_items_kind
 
 import mnemostore
 from mnemostore.core.errors import StoreClosed, ValidationError
@@ -45,10 +46,13 @@ items = st.lists(st.tuples(st.tuples(st.tuples(labels, labels), st.sampled_from(
 
 
 @pytest.fixture(autouse=True)
-def _item_kind() -> None:
-    """The item kind registered (as `MnemostoreStore` registers it): another test may have forgotten it
-    (idempotent: the examples of a property test may share it)."""
+def _item_kind() -> Iterator[None]:
+    """The item kind registered (as `MnemostoreStore` registers it) for each test, forgotten after it, so other
+    modules' copies and listings do not see it (`forget_the_items_kind`; idempotent: the examples of a property
+    test share it)."""
     register_kind(LangGraphItem)
+    yield
+    forget_the_items_kind()
 
 
 def _rows(path: Path, kind: str) -> list[tuple[Any, ...]]:
