@@ -377,6 +377,12 @@ class FieldRows:
                 head.append(dumps(metadata).decode() if (metadata := common["metadata"]) else None)
             return tuple(head), template
 
+        def own_metadata(data: dict[str, Any]) -> tuple[Any, ...]:
+            """A record's `meta` column, when `common` does not set it for all."""
+            return (dumps(metadata).decode() if (metadata := data["metadata"]) else None,)
+
+        meta_of: Callable[[dict[str, Any]], tuple[Any, ...]] = (lambda data: ()) if shared_meta else own_metadata
+
         def rows(common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
             """Each record's row; a record whose own fields are not the first's names (one more: its length;
             one left out: `UNSET` in its document) is refused (`unfit_fields`), before anything is written."""
@@ -389,29 +395,12 @@ class FieldRows:
                     stored = dumps(template | data, default=default)
                     if len(stored) >= COMPRESS_AT:
                         stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
-                    made.append((*head, *get_own(data), dumps(metadata).decode() if (metadata := data["metadata"])
-                                 else None, bytearray(stored)))
+                    made.append((*head, *get_own(data), *meta_of(data), bytearray(stored)))
             except (TypeError, KeyError):
                 raise unfit_fields(each, own) from None
             return made
 
-        def rows_shared_metadata(common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
-            head, template = shared(common)
-            made = []
-            try:
-                for data in each:
-                    if len(data) != size:
-                        raise TypeError
-                    stored = dumps(template | data, default=default)
-                    if len(stored) >= COMPRESS_AT:
-                        stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
-                    made.append((*head, *get_own(data), bytearray(stored)))
-            except (TypeError, KeyError):
-                raise unfit_fields(each, own) from None
-            return made
-
-        return cls(layout.insert_sql(columns=columns), layout.insert_sql(True, columns=columns),
-                   rows_shared_metadata if shared_meta else rows)
+        return cls(layout.insert_sql(columns=columns), layout.insert_sql(True, columns=columns), rows)
 
 
 def _getter(names: Sequence[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
