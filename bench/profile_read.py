@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profile_save import WARM, callgrind_instructions
+from profile_save import WARM, callgrind_arguments, callgrind_instructions
 
 SIDES = ("saver_get", "saver_latest", "saver_list", "saver_list10", "sqlitesaver_get", "sqlitesaver_latest",
          "sqlitesaver_list", "sqlitesaver_list10", "facade_get", "facade_latest", "raw_get", "raw_latest")
@@ -126,16 +126,17 @@ def _count(side: str, args: argparse.Namespace, n: int, where: Path) -> tuple[in
                                    "--written", str(args.written), "--memo", args.memo, "--dir", str(out)], out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--state", choices=("varied", "repeated"), default="repeated")
-    parser.add_argument("--n", type=int, default=200)
+def read_arguments(doc: str | None, n: int, sides: str, state: str = "varied") -> argparse.ArgumentParser:
+    """The options of a tool that counts this script's sides (`callgrind_arguments`, and the thread written
+    and the memo's bounds)."""
+    parser = callgrind_arguments(doc, n, sides, state)
     parser.add_argument("--written", type=int, default=200, help="checkpoints in the thread read")
     parser.add_argument("--memo", choices=("on", "off", "one"), default="on")
-    parser.add_argument("--sides", default=",".join(SIDES))
-    parser.add_argument("--run", help=argparse.SUPPRESS)
-    parser.add_argument("--dir", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = read_arguments(__doc__, 200, ",".join(SIDES), state="repeated").parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from data import checkpoint_state, varied_state
 

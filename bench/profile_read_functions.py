@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from profile_read import read_arguments
 from profile_save import callgrind_instructions
 
 _LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
@@ -57,17 +58,6 @@ def per_read(side: str, args: argparse.Namespace, where: Path) -> dict[str, floa
 def _short(name: str) -> str:
     file, _, function = name.rpartition(":")
     return f"{function} [{Path(file).name}]" if file else function
-
-
-def read_arguments(doc: str | None, n: int, sides: str) -> argparse.ArgumentParser:
-    """The options of a tool that counts `profile_read.py` sides (as that script names them)."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--state", choices=("varied", "repeated"), default="varied")
-    parser.add_argument("--n", type=int, default=n)
-    parser.add_argument("--written", type=int, default=200)
-    parser.add_argument("--memo", choices=("on", "off", "one"), default="on")
-    parser.add_argument("--sides", default=sides)
-    return parser
 
 
 def main() -> None:

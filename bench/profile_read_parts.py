@@ -11,7 +11,6 @@ A run of RUN checkpoints is saved first (untimed); `get` cycles through its ids.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sqlite3
 import sys
@@ -20,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from profile_save import WARM, _count, print_per_call
+from profile_save import WARM, _count, callgrind_arguments, print_per_call
 
 RUN = 50
 SIDES = ("latest_sql", "raw_latest_sql", "get_sql", "raw_get_sql", "latest_read", "get_read", "decode", "loads")
@@ -78,13 +77,7 @@ def _loop(call: Callable[[int], object], n: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--state", choices=("varied", "repeated"), default="varied")
-    parser.add_argument("--n", type=int, default=300)
-    parser.add_argument("--sides", default=",".join(SIDES))
-    parser.add_argument("--run", help=argparse.SUPPRESS)
-    parser.add_argument("--dir", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = callgrind_arguments(__doc__, 300, ",".join(SIDES)).parse_args()
     from data import checkpoint_state, varied_state
 
     state = varied_state() if args.state == "varied" else checkpoint_state()

@@ -20,8 +20,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from profile_read import _memo, _reads
-from profile_read_functions import read_arguments
+from profile_read import _memo, _reads, read_arguments
 from profile_save import WARM, callgrind_instructions, print_per_call
 
 
@@ -51,10 +50,7 @@ def _count(args: argparse.Namespace, side: str, state: str, n: int, where: Path)
 
 
 def main() -> None:
-    parser = read_arguments(__doc__, 30, "saver_latest,saver_list10")
-    parser.add_argument("--run", help=argparse.SUPPRESS)
-    parser.add_argument("--dir", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = read_arguments(__doc__, 30, "saver_latest,saver_list10").parse_args()
     _memo(args.memo)
     if args.run:
         _run(args.run, args.state, args.n, args.written, Path(args.dir))

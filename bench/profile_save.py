@@ -116,14 +116,21 @@ def callgrind_totals(out: Path) -> tuple[int, int]:
     return main, other
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--state", choices=("varied", "repeated"), default="varied")
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--sides", default=",".join(SIDES))
+def callgrind_arguments(doc: str | None, n: int, sides: str, state: str | None = "varied") -> argparse.ArgumentParser:
+    """The options of a tool that counts sides under callgrind: `--n` calls, `--sides`, the bench's `--state`
+    (unless `state` is None), and the hidden `--run` and `--dir` its own runs under callgrind are given."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if state is not None:
+        parser.add_argument("--state", choices=("varied", "repeated"), default=state)
+    parser.add_argument("--n", type=int, default=n)
+    parser.add_argument("--sides", default=sides)
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = callgrind_arguments(__doc__, 200, ",".join(SIDES)).parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from data import checkpoint_state, varied_state
 

@@ -12,7 +12,6 @@ A batch side's count includes its one batch call's fixed cost spread over `--n`.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from contextlib import AbstractContextManager, contextmanager
@@ -58,13 +57,10 @@ def _run(side: str, n: int, where: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=1_000)
-    parser.add_argument("--sides", default=",".join(SIDES))
-    parser.add_argument("--run", help=argparse.SUPPRESS)
-    parser.add_argument("--dir", help=argparse.SUPPRESS)
-    args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from profile_save import callgrind_arguments
+
+    args = callgrind_arguments(__doc__, 1_000, ",".join(SIDES), state=None).parse_args()
     if args.run:
         _run(args.run, args.n, Path(args.dir))
         return

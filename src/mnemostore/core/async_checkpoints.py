@@ -16,6 +16,7 @@ from .async_collection import AsyncCollection
 from .collection import check_ids
 from .errors import NotFound, ValidationError
 from .filters import Expr, F
+from .jsonvalues import plain_text
 from .merging import check_parents, check_run, common_ancestor, merged_state
 from .protocol import LATEST_CHECKPOINT_ORDER
 from .records import Checkpoint, convert_validation_error
@@ -120,16 +121,15 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
 
     def _latest_args(self, run_id: str, branch: str | None) -> tuple[Any, ...]:
         """`latest`'s query: the backend call's arguments of `fetch` with limit 1 (the sync
-        `Checkpoints.latest` calls it straight). Plain ASCII text (a run's id, a branch) is what
+        `Checkpoints.latest` calls it straight). Plain text (a run's id, a branch: `plain_text`) is what
         `QueryShape.check` passes as it is, and these shapes need no capability: their arguments are
         made here without `_fetch_args` (~4k instructions); anything else is checked there."""
         if branch is None:
             shape, values = _LATEST_OF_RUN, {"run_id": run_id}
-            plain = type(run_id) is str and run_id.isascii() and "\x00" not in run_id
+            plain = plain_text(run_id)
         else:
             shape, values = _LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}
-            plain = (type(run_id) is str and type(branch) is str and run_id.isascii() and branch.isascii()
-                     and "\x00" not in run_id and "\x00" not in branch)
+            plain = plain_text(run_id) and plain_text(branch)
         if plain:
             return self.kind, self._store.tenant, shape, values, 1, True
         return self._fetch_args(shape, values, 1, True)

@@ -16,6 +16,12 @@ MAX_DEPTH = 250
 _TOO_DEEP = f"nests lists and objects deeper than {MAX_DEPTH} levels"
 
 
+def plain_text(value: Any) -> bool:
+    """Whether `value` is text `check_text` passes at a glance (ASCII, no NUL): most ids and names, so
+    hot checks take it before the full rule."""
+    return type(value) is str and value.isascii() and "\x00" not in value
+
+
 def check_text(value: str) -> str | None:
     """Return why `value` cannot be stored as text, or None if it can."""
     if "\x00" in value:

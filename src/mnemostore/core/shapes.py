@@ -16,7 +16,7 @@ from typing import Any
 from .capabilities import Capability
 from .errors import ValidationError
 from .filters import RANGE_OPS, And, Cmp, Expr, Not, Or, bind, check_operand, walk
-from .jsonvalues import check_text
+from .jsonvalues import check_text, plain_text
 from .protocol import OrderKey
 from .query import parse_order
 from .records import Record
@@ -84,8 +84,7 @@ class QueryShape:
         checked = {}
         for name, value in values.items():
             field, field_type, op = fields[name]
-            if type(value) is str and field_type is str and (  # ids, runs: most values (check_text's ASCII case inline)
-                    (value.isascii() and "\x00" not in value) or check_text(value) is None):
+            if field_type is str and (plain_text(value) or (type(value) is str and check_text(value) is None)):
                 checked[name] = value
             else:
                 checked[name] = check_operand(field, field_type, op, value)
