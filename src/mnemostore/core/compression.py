@@ -68,12 +68,20 @@ def deflate(document: bytes, threshold: int = COMPRESS_AT, pays_at: float = 0.0,
 
 
 def inflate(stored: bytes | memoryview) -> bytes:
-    """The orjson bytes of a stored document, whichever form `deflate` (or zlib) gave it."""
-    if stored[:1] == b"{":
+    """The bytes `deflate` was given for a stored document (orjson, or a framed document: `FRAMED`),
+    whichever form it (or zlib) gave them."""
+    if stored[:1] in _UNCOMPRESSED:
         return stored if isinstance(stored, bytes) else bytes(stored)
     if stored[:4] == _ZSTD_MAGIC:
         return _inflated(stored)
     return zlib.decompress(stored)
+
+
+FRAMED = b"\x01"
+"""The first byte of a framed document (`codec.encode_framed_document`): never JSON's `{` nor a zstd or
+zlib stream's first byte, so every stored form is told apart by it."""
+_UNCOMPRESSED = (b"{", FRAMED)
+"""The first bytes of documents stored as they are: plain JSON, and framed ones."""
 
 
 def _compressed(compressor: Any, data: bytes) -> bytes:
@@ -271,5 +279,6 @@ def prefixed_payload(stored: bytes) -> bytes:
 
 
 def is_compressed(stored: bytes | memoryview) -> bool:
-    """Whether a stored document is compressed (anything but plain JSON, which starts with `{`)."""
-    return stored[:1] != b"{"
+    """Whether a stored document is compressed: a zstd frame or a zlib stream, not plain JSON (`{`) nor a
+    framed document (`FRAMED`)."""
+    return stored[:1] not in _UNCOMPRESSED

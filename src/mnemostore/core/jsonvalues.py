@@ -113,39 +113,57 @@ by default it refuses non-str keys and lone surrogates: what it packs holds JSON
 
 
 def dumps_json_document(value: Any, path: str) -> bytes:
-    """Serialise a JSON document (sorted keys), rejecting anything that would not read back equal.
+    """Serialise a JSON document (sorted keys), rejecting anything that would not read back equal
+    (`prove_json_document`, its JSON alone)."""
+    return prove_json_document(value, path)[0]
+
+
+def prove_json_document(value: Any, path: str) -> tuple[bytes, memoryview | None]:
+    """A JSON document's sorted JSON and its msgpack (None after the walk), rejecting anything that
+    would not read back equal from either.
 
     The proof costs one msgpack pack, not a load and compare: orjson makes the bytes (refusing
     ints past 53 bits), ormsgpack refuses any type that is not JSON's and depth past MAX_DEPTH,
     and what JSON loses of what both take (NaN, infinities as null; NUL) shows in their bytes.
+    The pack is kept: a backend may store it (SQLite's checkpoint states: `codec.encode_framed_document`).
     Anything refused or suspect goes to the walk, which names the path or clears the value.
     """
     try:
         data = orjson.dumps(value, option=_PROVEN)
         # Wrapped in 5 lists for ormsgpack, whose recursion limit (255 levels) then refuses what nests past
-        # MAX_DEPTH; the JSON, which is kept, is not wrapped (slicing the wrapper off would copy it).
+        # MAX_DEPTH; the value's own bytes follow the 5 one-byte list headers (a view, not a copy).
         packed = ormsgpack.packb([[[[[value]]]]], option=_EXACT_TYPES)
         if not _may_hold_nul(data) and not _may_hold_nan(data, packed):
-            return data
+            return data, memoryview(packed)[_WRAPPING:]
     except (TypeError, orjson.JSONEncodeError):
         pass
     found = find_json_problem(value, path)
     if found is None:  # a false alarm (text with a "\\u0000" in it, say) or an int past 53 bits
-        return orjson.dumps(value, option=_STRICT)
+        return orjson.dumps(value, option=_STRICT), None
     from .errors import ValidationError
 
     raise ValidationError([found])
 
 
-_proven: tuple[Any, bytes] | None = None
-"""The last value a record's validator proved (`remember_proven`) and its JSON."""
+_WRAPPING = 5
+"""The bytes of the lists `prove_json_document` wraps a value in for ormsgpack, before the value's own."""
 
 
-def remember_proven(value: Any, data: bytes) -> None:
-    """Keep the JSON `dumps_json_document` made of a record's `value` for the write that follows
-    its validation (`take_proven`), so the record's document does not dump it again."""
+def pack_json_value(value: Any) -> bytes:
+    """A proven JSON value's msgpack, as `prove_json_document` packs it (key order kept): for a value
+    whose proof's pack is not at hand (a record rebuilt from a store, or made of checked parts)."""
+    return ormsgpack.packb(value, option=_EXACT_TYPES)
+
+
+_proven: tuple[Any, bytes, memoryview | None] | None = None
+"""The last value a record's validator proved (`remember_proven`), its JSON and its msgpack."""
+
+
+def remember_proven(value: Any, data: bytes, packed: memoryview | None = None) -> None:
+    """Keep the JSON (and msgpack) `prove_json_document` made of a record's `value` for the write that
+    follows its validation (`take_proven`), so the record's document does not encode it again."""
     global _proven
-    _proven = (value, data)
+    _proven = (value, data, packed)
 
 
 def take_proven(value: Any) -> bytes | None:
@@ -156,6 +174,17 @@ def take_proven(value: Any) -> bytes | None:
         return None
     _proven = None
     return proven[1]
+
+
+def take_proven_msgpack(value: Any) -> bytes | memoryview:
+    """The msgpack remembered for this very object, once (as `take_proven`), else packed here."""
+    global _proven
+    proven = _proven
+    if proven is not None and proven[0] is value:
+        _proven = None
+        if proven[2] is not None:
+            return proven[2]
+    return pack_json_value(value)
 
 
 def forget_proven() -> None:

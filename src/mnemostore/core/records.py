@@ -29,7 +29,7 @@ from pydantic import (
 
 from .base64text import to_text
 from .errors import ValidationError
-from .jsonvalues import check_text, dumps_json_document, find_json_problem, remember_proven
+from .jsonvalues import check_text, dumps_json_document, find_json_problem, prove_json_document, remember_proven
 from .vectors import as_vector, vectors_equal
 
 
@@ -299,8 +299,8 @@ class Checkpoint(Record):
     @model_validator(mode="after")
     def _check_state(self) -> Checkpoint:
         """Prove the state is lossless JSON, and stamp its hash unless one was given."""
-        data = dumps_json_document(self.state, "state")
-        remember_proven(self.state, data)
+        data, packed = prove_json_document(self.state, "state")
+        remember_proven(self.state, data, packed)
         if not self.state_hash:
             object.__setattr__(self, "state_hash", state_digest(data))
         return self

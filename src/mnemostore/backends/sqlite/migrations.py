@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from ...core.records import KINDS
 from ...migrations.model import LayoutMigration
 from .schema import EPOCH_TABLE, LAYOUTS, SPARSE_FIELDS, quote
@@ -167,6 +169,43 @@ _BARE_PAYLOADS = LayoutMigration(
     down=_prefix_payloads,
 )
 
+
+
+def _unframe_states(backend: Any) -> None:
+    """Down from layout 7 (a function: SQL cannot read msgpack): every framed checkpoint document is
+    rewritten as the JSON document layout 6 wrote (the state's sorted JSON last; compressed again if it
+    was), then `user_version` goes back to 6, in one transaction. (The checksum covers this source.)"""
+    from ...core.codec import stored_fields
+    from ...core.compression import COMPRESS_AT, FRAMED, deflate, inflate, is_compressed
+
+    def work(conn: Any) -> None:
+        table = LAYOUTS["checkpoint"].table
+        rewritten = []
+        for seq, doc in conn.execute(f"SELECT seq, doc FROM {table}").fetchall():
+            compressed = is_compressed(doc)
+            if (inflate(doc) if compressed else doc)[:1] != FRAMED:
+                continue
+            data = stored_fields(doc)
+            state = orjson.dumps(data.pop("state"), option=orjson.OPT_SORT_KEYS)
+            head = orjson.dumps(data)
+            plain = b"".join((head[:-1], b',"state":' if len(head) > 2 else b'"state":', state, b"}"))
+            rewritten.append((deflate(plain, COMPRESS_AT) if compressed else plain, seq))
+        conn.executemany(f"UPDATE {table} SET doc = ? WHERE seq = ?", rewritten)
+        conn.execute("PRAGMA user_version = 6")
+
+    backend.db.write(work)
+
+
+_FRAMED_STATES = LayoutMigration(
+    "sqlite.0007_framed_states",
+    backend="sqlite",
+    description="a checkpoint's document holds its state as msgpack (the pack its validation proved it with) "
+                "after the other fields' JSON: a save encodes the state once, a read decodes it ~18% faster "
+                "(rows written before stay JSON and read as they are)",
+    up=("PRAGMA user_version = 7",),
+    down=_unframe_states,
+)
+
 HISTORY: tuple[LayoutMigration, ...] = (
-    _TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS, _PAYLOAD_COLUMN, _LEANER_INDEXES, _BARE_PAYLOADS)
+    _TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS, _PAYLOAD_COLUMN, _LEANER_INDEXES, _BARE_PAYLOADS, _FRAMED_STATES)
 NEWEST_USER_VERSION = len(HISTORY)

@@ -7,6 +7,8 @@ Each record is stored as its JSON document (`codec.encode_document`, zstd-compre
 checkpoint's `payload`) is a BLOB column of its own (`compression.pack_payload`), not base64
 in the document: a read hands it to the caller without parsing it; since layout 6 without a format
 byte before it (`compression.pack_bare_payload`), so a read hands over the column's bytes as they are.
+Since layout 7 a checkpoint's document is framed (`codec.encode_framed_document`): its state is the
+msgpack its proof made, after the other fields' JSON; rows written before stay JSON and read as they are.
 Datetimes are projected as integer microseconds (ordering by instant), bools as 0/1,
 the default tenant as ''. `seq` is the rowid: every insert or replace takes a new, higher
 one, which lets the vector cache find what changed since it was built.
@@ -29,7 +31,7 @@ from ...core.compression import COMPRESS_AT, PAYS_AT, Verdicts, deflate, pack_ba
 from ...core.field_puts import UNSET, unfit_fields
 from ...core.kinds import record_type, secondary_indexes
 from ...core.protocol import LATEST_CHECKPOINT_ORDER
-from ...core.records import KINDS, Record
+from ...core.records import KINDS, Checkpoint, Record
 
 META_TABLE = "mnemo_meta"
 EPOCH_TABLE = "mnemo_vector_epoch"
@@ -228,7 +230,8 @@ class Layout:
         converters = [(name, codec.instant_micros if self.fields[name] is datetime else int)
                       for name in self.converted_fields]
         dumps = orjson.dumps
-        encode_document = codec.encode_document
+        framed = issubclass(record_type(self.kind), Checkpoint)  # its state as msgpack (layout 7)
+        encode_document = codec.encode_framed_document if framed else codec.encode_document
         binary = self.binary
         documents = Verdicts() if documents is None else documents  # whether compressing pays
         fields = [(name, Verdicts()) for name in binary]
