@@ -118,8 +118,8 @@ def dumps_json_document(value: Any, path: str) -> bytes:
     return prove_json_document(value, path)[0]
 
 
-def prove_json_document(value: Any, path: str) -> tuple[bytes, memoryview | None]:
-    """A JSON document's sorted JSON and its msgpack (None after the walk), rejecting anything that
+def prove_json_document(value: Any, path: str) -> tuple[bytes, memoryview]:
+    """A JSON document's sorted JSON and its msgpack (keys in their order), rejecting anything that
     would not read back equal from either.
 
     The proof costs one msgpack pack, not a load and compare: orjson makes the bytes (refusing
@@ -139,7 +139,7 @@ def prove_json_document(value: Any, path: str) -> tuple[bytes, memoryview | None
         pass
     found = find_json_problem(value, path)
     if found is None:  # a false alarm (text with a "\\u0000" in it, say) or an int past 53 bits
-        return orjson.dumps(value, option=_STRICT), None
+        return orjson.dumps(value, option=_STRICT), memoryview(ormsgpack.packb(value, option=_EXACT_TYPES))
     from .errors import ValidationError
 
     raise ValidationError([found])
@@ -147,12 +147,6 @@ def prove_json_document(value: Any, path: str) -> tuple[bytes, memoryview | None
 
 _WRAPPING = 5
 """The bytes of the lists `prove_json_document` wraps a value in for ormsgpack, before the value's own."""
-
-
-def pack_json_value(value: Any) -> bytes:
-    """A proven JSON value's msgpack, as `prove_json_document` packs it (key order kept): for a value
-    whose proof's pack is not at hand (a record rebuilt from a store, or made of checked parts)."""
-    return ormsgpack.packb(value, option=_EXACT_TYPES)
 
 
 _proven: tuple[Any, bytes, memoryview | None] | None = None
@@ -176,15 +170,14 @@ def take_proven(value: Any) -> bytes | None:
     return proven[1]
 
 
-def take_proven_msgpack(value: Any) -> bytes | memoryview:
-    """The msgpack remembered for this very object, once (as `take_proven`), else packed here."""
+def take_proven_msgpack(value: Any) -> memoryview | None:
+    """The msgpack remembered for this very object, once (as `take_proven`); else None."""
     global _proven
     proven = _proven
-    if proven is not None and proven[0] is value:
-        _proven = None
-        if proven[2] is not None:
-            return proven[2]
-    return pack_json_value(value)
+    if proven is None or proven[0] is not value or proven[2] is None:
+        return None
+    _proven = None
+    return proven[2]
 
 
 def forget_proven() -> None:
