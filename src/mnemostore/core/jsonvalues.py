@@ -149,11 +149,11 @@ _WRAPPING = 5
 """The bytes of the lists `prove_json_document` wraps a value in for ormsgpack, before the value's own."""
 
 
-_proven: tuple[Any, bytes, memoryview | None] | None = None
+_proven: tuple[Any, bytes, memoryview] | None = None
 """The last value a record's validator proved (`remember_proven`), its JSON and its msgpack."""
 
 
-def remember_proven(value: Any, data: bytes, packed: memoryview | None = None) -> None:
+def remember_proven(value: Any, data: bytes, packed: memoryview) -> None:
     """Keep the JSON (and msgpack) `prove_json_document` made of a record's `value` for the write that
     follows its validation (`take_proven`), so the record's document does not encode it again."""
     global _proven
@@ -174,7 +174,7 @@ def take_proven_msgpack(value: Any) -> memoryview | None:
     """The msgpack remembered for this very object, once (as `take_proven`); else None."""
     global _proven
     proven = _proven
-    if proven is None or proven[0] is not value or proven[2] is None:
+    if proven is None or proven[0] is not value:
         return None
     _proven = None
     return proven[2]

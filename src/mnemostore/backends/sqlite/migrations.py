@@ -170,7 +170,6 @@ _BARE_PAYLOADS = LayoutMigration(
 )
 
 
-
 def _unframe_states(backend: Any) -> None:
     """Down from layout 7 (a function: SQL cannot read msgpack): every framed checkpoint document is
     rewritten as the JSON document layout 6 wrote (the state's sorted JSON last; compressed again if it
