@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from tests.seed_kinds import forget_the_items_kind
 
 import mnemostore
+from mnemostore.backends.sqlite import schema
 from mnemostore.core.errors import StoreClosed, ValidationError
 from mnemostore.core.field_puts import WRITE_CALLS, has_field_puts, records_of
 from mnemostore.core.kinds import record_type, register_kind
@@ -282,3 +283,34 @@ def test_batches_keep_created_at_and_store_the_rows_records_store(two: tuple[Pat
         stored = {r.key: (r.created_at, r.updated_at, r.metadata) for r in store.collection(LangGraphItem).all()}
     assert stored == {f"k{i}": (T0 if i < 4 else later, T0 if i < 2 else later, {"i": i if i < 2 else -i})
                       for i in range(7)}
+
+
+@pytest.mark.parametrize("call", WRITE_CALLS)
+def test_batches_past_a_statements_rows_store_the_rows_records_store(
+        two: tuple[Path, Path], call: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch goes by multi-row INSERTs of up to `ROWS_A_STATEMENT` rows (`schema.insert_rows`): 23 items
+    make three full statements and a shorter one; a second batch replaces some and adds others."""
+    monkeypatch.setattr(schema, "ROWS_A_STATEMENT", 7)
+    later = T0 + timedelta(minutes=5)
+    rounds = [(mapping.plain_common(T0, T0), mapping.plain_fields("lg", [((("a",), f"k{i}"), {"i": i})
+                                                                         for i in range(23)])),
+              (mapping.plain_common(later, later), mapping.plain_fields("lg", [((("a",), f"k{i}"), {"i": -i})
+                                                                               for i in range(11, 40)]))]
+    _both(two, LangGraphItem.kind, rounds, call)
+    with mnemostore.open(f"sqlite:///{two[1]}") as store:
+        assert store.collection(LangGraphItem).count() == 40
+
+
+def test_multi_row_inserts_bind_no_more_variables_than_sqlite_allows() -> None:
+    with closing(sqlite3.connect(":memory:")) as conn:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 20)  # 6 rows of 3 a statement at most
+        conn.execute("CREATE TABLE t (a, b, c UNIQUE)")
+
+        def inserts(keep_existing: bool, n: int) -> str:
+            assert 3 * n <= 20
+            return f"INSERT INTO t VALUES {', '.join(['(?, ?, ?)'] * n)}{' ON CONFLICT DO NOTHING' * keep_existing}"
+
+        rows = [(i, -i, i) for i in range(50)]
+        assert schema.insert_rows(conn, inserts, rows, False) == 50
+        assert schema.insert_rows(conn, inserts, [*rows[:10], (99, 0, 99)], True) == 1  # the new row alone
+        assert conn.execute("SELECT count(*), sum(b) FROM t").fetchone() == (51, -sum(range(50)))

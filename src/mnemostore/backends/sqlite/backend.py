@@ -362,11 +362,12 @@ class SQLiteBackend(Backend):
                 self.db.write(lambda conn: _replace_keeping_created(conn, prepared, stored,
                                                                     [prepared.encode(stored[0])]))
             return
-        sql = plan.insert_new if call == "put_missing" else plan.insert
+        keep_existing = call == "put_missing"
         if len(rows) == 1:
+            sql = plan.insert_new if keep_existing else plan.insert
             self.db.one_write(lambda conn: conn.execute(sql, rows[0]).close())
         else:
-            self.db.write(lambda conn: conn.executemany(sql, rows).close())
+            self.db.write(lambda conn: schema.insert_rows(conn, plan.inserts, rows, keep_existing))
 
     def _insert(self, prepared: KindSQL, records: Sequence[Record], keep_existing: bool) -> None:
         encode = prepared.encode
@@ -665,13 +666,12 @@ def _insert_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records
     A row stored before this transaction has a seq up to the largest then; SQLite gives an inserted row a
     larger one (an INTEGER PRIMARY KEY takes the largest plus one). Rows made by `fields` take its INSERTs."""
     before = conn.execute(f"SELECT max(seq) FROM {prepared.layout.table}").fetchone()[0]
-    if fields is None:
-        sql, lean = prepared.batch_insert(rows, before is not None)
+    if fields is not None:
+        inserted = schema.insert_rows(conn, fields.inserts, rows, before is not None)
     else:
-        sql, lean = fields.insert if before is None else fields.insert_new, rows
-    if before is None:
-        conn.executemany(sql, lean).close()
-    elif _changes(conn.executemany(sql, lean)) != len(rows):
+        sql, lean = prepared.batch_insert(rows, before is not None)
+        inserted = _changes(conn.executemany(sql, lean))
+    if before is not None and inserted != len(rows):
         _replace_keeping_created(conn, prepared, records(), None, before)
 
 
