@@ -525,7 +525,8 @@ class MnemostoreStore(BaseStore):
         for item_key, op in plan.puts.items():
             value = op.value
             if value is None:
-                doomed.append(item_key)
+                if _storable(*item_key):  # an item no put could store is not there to delete
+                    doomed.append(item_key)
             elif not indexed:
                 plain.append((item_key, value))  # type: ignore[arg-type]  # a dict since `_normalised`
             else:
@@ -557,6 +558,11 @@ class MnemostoreStore(BaseStore):
 
     def __repr__(self) -> str:
         return f"<MnemostoreStore scope={self.scope!r} {self.store!r}>"
+
+
+def _storable(namespace: Namespace, key: str) -> bool:
+    """Whether text of an item's namespace and key could be stored (`check_text`; what a put refuses)."""
+    return check_text(key) is None and all(check_text(label) is None for label in namespace)
 
 
 def _shards_of(scope: str, item_keys: Sequence[ItemKey]) -> Expr:
