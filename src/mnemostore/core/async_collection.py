@@ -89,15 +89,13 @@ class AsyncCollection(Generic[R]):
         """The backend call `_put_built` makes with these records as they are, or None if there are
         none or they need `put`'s validation (another type, tenant, an embedding, an id twice)."""
         tenant, cls = self._store.tenant, self.record_cls
-        if not records:
-            return None
-        if len(records) == 1:  # a saver's one record: no generator to run
+        count = len(records)
+        if count == 1:  # a saver's or a lone store put's one record: no generator to run, no id to compare
             record = records[0]
-            fits = type(record) is cls and record.tenant_id == tenant and record.embedding is None
-        else:
-            fits = all(type(record) is cls and record.tenant_id == tenant and record.embedding is None
-                       for record in records)
-        if not fits or (len(records) > 1 and len({record.id for record in records}) != len(records)):
+            if type(record) is not cls or record.tenant_id != tenant or record.embedding is not None:
+                return None
+        elif not count or not all(type(record) is cls and record.tenant_id == tenant and record.embedding is None
+                                  for record in records) or len({record.id for record in records}) != count:
             return None
         return "put_missing" if keep_existing else "put_keeping_created" if keep_created else "put"
 

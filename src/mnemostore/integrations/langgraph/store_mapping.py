@@ -143,10 +143,11 @@ def plain_record(scope: str, namespace: tuple[str, ...], key: str, value: dict[s
                  updated_at: datetime) -> LangGraphItem:
     """`records_for`'s one record of an item without a vector: `plain_common` and `plain_fields` as a
     record, its fields in the kind's order (a lone `put`'s: for one record, handing fields over costs more
-    than the record they save, `MnemostoreStore._put_plain`)."""
+    than the record they save, `MnemostoreStore._put_plain`). Its namespace is a tuple: `_encoded` and the
+    item root (`item_root`) without their calls."""
     return _new_item({"id": item_id(scope, namespace, key), "tenant_id": None, "agent": None,  # type: ignore[return-value]
                       "project_id": None, "created_at": created_at, "updated_at": updated_at, "metadata": value,
-                      "embedding": None, "namespace": item_root(scope) + encode_namespace(namespace), "key": key,
+                      "embedding": None, "namespace": scope + ITEM_MARK + _encoded(namespace), "key": key,
                       "model": ""})
 
 
