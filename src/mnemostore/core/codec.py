@@ -81,9 +81,13 @@ def encode_document(record: Record, without: tuple[str, ...] = ()) -> bytes:
         # A checkpoint's state, dumped by its validation just before: spliced in after the other fields,
         # one copy of its JSON (through orjson, its bytes were copied into a growing buffer, then out again).
         del data["state"]
-        head = dumps_fields(data)
-        return b"".join((head[:-1], b',"state":' if len(head) > 2 else b'"state":', proven, b"}"))
+        return with_state(dumps_fields(data), proven)
     return dumps_fields(data)
+
+
+def with_state(head: bytes, state: bytes) -> bytes:
+    """A JSON object's bytes with a `state` field of JSON `state` added last: one copy of the state."""
+    return b"".join((head[:-1], b',"state":' if len(head) > 2 else b'"state":', state, b"}"))
 
 
 _FRAME_HEAD = 5

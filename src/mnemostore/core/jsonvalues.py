@@ -162,22 +162,24 @@ def remember_proven(value: Any, data: bytes, packed: memoryview) -> None:
 
 def take_proven(value: Any) -> bytes | None:
     """The JSON remembered for this very object (identity, not equality), once; else None."""
-    global _proven
-    proven = _proven
-    if proven is None or proven[0] is not value:
-        return None
-    _proven = None
-    return proven[1]
+    proven = _take(value)
+    return None if proven is None else proven[1]
 
 
 def take_proven_msgpack(value: Any) -> memoryview | None:
     """The msgpack remembered for this very object, once (as `take_proven`); else None."""
+    proven = _take(value)
+    return None if proven is None else proven[2]
+
+
+def _take(value: Any) -> tuple[Any, bytes, memoryview] | None:
+    """What was remembered for this very object, forgotten as it is taken."""
     global _proven
     proven = _proven
     if proven is None or proven[0] is not value:
         return None
     _proven = None
-    return proven[2]
+    return proven
 
 
 def forget_proven() -> None:

@@ -174,7 +174,7 @@ def _unframe_states(backend: Any) -> None:
     """Down from layout 7 (a function: SQL cannot read msgpack): every framed checkpoint document is
     rewritten as the JSON document layout 6 wrote (the state's sorted JSON last; compressed again if it
     was), then `user_version` goes back to 6, in one transaction. (The checksum covers this source.)"""
-    from ...core.codec import stored_fields
+    from ...core.codec import stored_fields, with_state
     from ...core.compression import COMPRESS_AT, FRAMED, deflate, inflate, is_compressed
 
     def work(conn: Any) -> None:
@@ -186,8 +186,7 @@ def _unframe_states(backend: Any) -> None:
                 continue
             data = stored_fields(doc)
             state = orjson.dumps(data.pop("state"), option=orjson.OPT_SORT_KEYS)
-            head = orjson.dumps(data)
-            plain = b"".join((head[:-1], b',"state":' if len(head) > 2 else b'"state":', state, b"}"))
+            plain = with_state(orjson.dumps(data), state)
             rewritten.append((deflate(plain, COMPRESS_AT) if compressed else plain, seq))
         conn.executemany(f"UPDATE {table} SET doc = ? WHERE seq = ?", rewritten)
         conn.execute("PRAGMA user_version = 6")
