@@ -10,6 +10,7 @@ another JSON type (or a list or object) never compares, and a cast never fails.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -72,7 +73,7 @@ class FilterCompiler:
         column = sql.Identifier(self.layout.column_of(field))
         kind = str if field == "id" else self.layout.types[field]
         if type(value) is Param:  # a shape's value, bound per call: compiled as for one that is not None
-            slot = Slot(value.name, kind)
+            slot = Slot(value.name, kind, op=op)
             if op == "ne":
                 return sql.SQL("{} IS DISTINCT FROM {}").format(column, self._param(slot))
             found: sql.Composable = sql.SQL("{} {} {}").format(column, sql.SQL(_OPS[op]), self._param(slot))
@@ -84,7 +85,7 @@ class FilterCompiler:
             if value is None:
                 return sql.SQL("{} IS NULL" if op == "eq" else "{} IS NOT NULL").format(column)
             template = "{} = {}" if op == "eq" else "{} IS DISTINCT FROM {}"
-            found = sql.SQL(template).format(column, self._param(_column_value(kind, value)))
+            found = sql.SQL(template).format(column, self._param(_column_value(kind, value, op)))
             if op == "eq" and self.scope_hints and field in self.layout.prefixed and isinstance(value, str):
                 found = sql.SQL("({} AND left({}, {}) = {})").format(
                     found, column, sql.Literal(SCOPE_PREFIX), self._param(value[:SCOPE_PREFIX]))
@@ -106,7 +107,7 @@ class FilterCompiler:
                 parts.append(sql.SQL("{} IS NULL").format(column))
             found = _any(parts)
             return found if op == "in" else sql.SQL("({}) IS NOT TRUE").format(found)
-        return sql.SQL("{} {} {}").format(column, sql.SQL(_OPS[op]), self._param(_column_value(kind, value)))
+        return sql.SQL("{} {} {}").format(column, sql.SQL(_OPS[op]), self._param(_column_value(kind, value, op)))
 
     def _item(self, key: str) -> sql.Composable:
         return sql.SQL("(metadata -> {})").format(self._param(key))
@@ -142,10 +143,12 @@ class Slot:
     name: str
     kind: type
     prefix: bool = False
+    op: str = "eq"
+    """The comparison the slot's value is the right side of (`_column_value`)."""
 
     def value(self, values: Mapping[str, Any]) -> Any:
         value = values[self.name]
-        return value[:SCOPE_PREFIX] if self.prefix else _column_value(self.kind, value)
+        return value[:SCOPE_PREFIX] if self.prefix else _column_value(self.kind, value, self.op)
 
 
 def bound_params(params: Sequence[Any], values: Mapping[str, Any]) -> list[Any]:
@@ -168,15 +171,30 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _column_value(kind: type, value: Any) -> Any:
-    """A filter operand as the column stores it (instants for datetimes, exact numerics)."""
+def _column_value(kind: type, value: Any, op: str = "eq") -> Any:
+    """A filter operand as the column stores it (instants for datetimes, exact numerics), for the
+    comparison `op` (`eq`, `ne`, `lt`, `le`, `gt`, `ge`) of the column with it."""
     if kind is datetime:
         return encode_datetime(value)[0]
     if kind is int and isinstance(value, float):
         return Decimal(value)  # exact binary value: bigint vs numeric compares exactly
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+        return _float_bound(value, op)
     return value
+
+
+def _float_bound(value: int, op: str) -> float:
+    """An int compared with a float column, as the float that compares as the int does (the reference
+    compares them exactly): the int itself when a float holds it; past 2**53 the float beside it on the
+    side `op` needs (`col < v` is `col < above`, `col <= v` is `col <= below`, ...); NaN for = and
+    IS DISTINCT FROM, as no stored (finite) float equals it."""
+    near = float(value)
+    if near == value:
+        return near
+    if op in ("eq", "ne"):
+        return math.nan
+    below, above = (near, math.nextafter(near, math.inf)) if near < value else (math.nextafter(near, -math.inf), near)
+    return above if op in ("lt", "ge") else below
 
 
 def order_by(layout: KindLayout, order: Sequence[OrderKey]) -> sql.Composable:
