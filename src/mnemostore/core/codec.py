@@ -72,10 +72,7 @@ def parse_fields(cls: type[Record], data: dict[str, Any]) -> dict[str, Any]:
 def encode_document(record: Record, without: tuple[str, ...] = ()) -> bytes:
     """Every field except `embedding` (and `without`: fields a backend stores in columns of
     their own), as JSON (`dumps_fields`)."""
-    data = dict(record.__dict__)
-    del data["embedding"]
-    for name in without:
-        del data[name]
+    data = _document_data(record, without)
     state = data.get("state")
     if state is not None and (proven := take_proven(state)) is not None:
         # A checkpoint's state, dumped by its validation just before: spliced in after the other fields,
@@ -83,6 +80,15 @@ def encode_document(record: Record, without: tuple[str, ...] = ()) -> bytes:
         del data["state"]
         return with_state(dumps_fields(data), proven)
     return dumps_fields(data)
+
+
+def _document_data(record: Record, without: tuple[str, ...]) -> dict[str, Any]:
+    """A copy of the record's fields less the embedding and `without`: what its document holds."""
+    data = dict(record.__dict__)
+    del data["embedding"]
+    for name in without:
+        del data[name]
+    return data
 
 
 def with_state(head: bytes, state: bytes) -> bytes:
@@ -104,10 +110,8 @@ def encode_framed_document(record: Record, without: tuple[str, ...] = ()) -> byt
     state = take_proven_msgpack(record.__dict__.get("state"))
     if state is None:
         return encode_document(record, without)
-    data = dict(record.__dict__)
-    del data["embedding"], data["state"]
-    for name in without:
-        del data[name]
+    data = _document_data(record, without)
+    del data["state"]
     head = dumps_fields(data)
     return b"".join((FRAMED, len(head).to_bytes(4, "little"), head, state))
 

@@ -157,20 +157,27 @@ class Connections:
         busy retries set up (`one_read`'s saving, for a lone put); a failed statement wrote nothing,
         so a busy one is retried as every write is (`_transaction`)."""
         with _writer_lock(self._file_key):
-            conn = self._take_writer()
-            try:
-                result = work(conn)
-            except sqlite3.Error as exc:
-                self._give_writer(conn)
-                if not (isinstance(exc, sqlite3.OperationalError) and is_busy(exc)):
-                    raise self.error(exc) from exc
-                result = self._transaction(None, work, writing=True)
-            except BaseException:
-                self._give_writer(conn)
-                raise
-            else:
-                self._give_writer(conn)
+            result = self._tried_once(self._take_writer(), work, self._give_writer,
+                                      lambda: self._transaction(None, work, writing=True))
         self._committed()
+        return result
+
+    def _tried_once(self, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T],
+                    give_back: Callable[[sqlite3.Connection], None], retry: Callable[[], T]) -> T:
+        """`work`'s single statement on `conn` (handed back by `give_back` after it) with no busy retries
+        set up: a busy statement did nothing, so it goes to `retry` (`_transaction`'s retries); any other
+        SQLite error becomes the backend's (`one_read`, `one_write`)."""
+        try:
+            result = work(conn)
+        except sqlite3.Error as exc:
+            give_back(conn)
+            if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+                return retry()
+            raise self.error(exc) from exc
+        except BaseException:
+            give_back(conn)
+            raise
+        give_back(conn)
         return result
 
     def _committed(self) -> None:
@@ -199,18 +206,7 @@ class Connections:
             if self._closed:  # `close` swapped the list after this pop, or before: either way not ours to use
                 self._checkin(conn)
                 return self._transaction(None, work)
-            try:
-                result = work(conn)
-            except sqlite3.Error as exc:
-                self._checkin(conn)
-                if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
-                    return self._transaction(None, work)  # retried as every read is
-                raise self.error(exc) from exc
-            except BaseException:
-                self._checkin(conn)
-                raise
-            self._checkin(conn)
-            return result
+            return self._tried_once(conn, work, self._checkin, lambda: self._transaction(None, work))
         return self._transaction(None, work)
 
     def one_row(self, sql: str, args: Sequence[Any]) -> Any:

@@ -292,6 +292,15 @@ class MnemostoreStore(BaseStore):
                 mapping.check_namespace(self.scope, op.namespace)
             _check_value(op.value)
 
+    def _storable(self, namespace: Namespace, key: str) -> bool:
+        """Whether a put could store an item at `namespace` and `key`: the checks `_check_put` makes of them."""
+        try:
+            _check_key(key)
+            mapping.check_namespace(self.scope, namespace)
+        except ValidationError:
+            return False
+        return True
+
     def _texts(self, value: dict[str, Any], index: list[str] | None) -> list[str]:
         """The texts to embed, in path order; "$" is the whole value as JSON (as InMemoryStore embeds it)."""
         paths = self._fields if index is None else [(path, path if path == "$" else tokenize_path(path))
@@ -525,7 +534,7 @@ class MnemostoreStore(BaseStore):
         for item_key, op in plan.puts.items():
             value = op.value
             if value is None:
-                if _storable(*item_key):  # an item no put could store is not there to delete
+                if self._storable(*item_key):  # an item no put could store is not there to delete
                     doomed.append(item_key)
             elif not indexed:
                 plain.append((item_key, value))  # type: ignore[arg-type]  # a dict since `_normalised`
@@ -558,11 +567,6 @@ class MnemostoreStore(BaseStore):
 
     def __repr__(self) -> str:
         return f"<MnemostoreStore scope={self.scope!r} {self.store!r}>"
-
-
-def _storable(namespace: Namespace, key: str) -> bool:
-    """Whether text of an item's namespace and key could be stored (`check_text`; what a put refuses)."""
-    return check_text(key) is None and all(check_text(label) is None for label in namespace)
 
 
 def _shards_of(scope: str, item_keys: Sequence[ItemKey]) -> Expr:
