@@ -55,8 +55,14 @@ def _captured(where: Path, items: list[Any], n: int, batches: int) -> tuple[list
 
             def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
                 rows = list(rows)
-                seen.append((sql, rows))
+                if _writes_items(sql):
+                    seen.append((sql, rows))
                 return self.conn.executemany(sql, rows)
+
+            def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+                if _writes_items(sql) and args:  # `schema.insert_rows`: several rows a statement
+                    seen.append(_one_row_each(sql, args[0]))
+                return self.conn.execute(sql, *args)
 
             def __getattr__(self, name: str) -> Any:
                 return getattr(self.conn, name)
@@ -69,6 +75,21 @@ def _captured(where: Path, items: list[Any], n: int, batches: int) -> tuple[list
         ddl = [sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE tbl_name = "
                                               "'mnemo_langgraph_item' AND sql IS NOT NULL")]
     return seen, ddl
+
+
+def _writes_items(sql: str) -> bool:
+    return sql.startswith("INSERT") and "mnemo_langgraph_item" in sql
+
+
+def _one_row_each(sql: str, values: list[Any]) -> Batch:
+    """A multi-row INSERT's statement for one row and its rows (`_one_statement` undone)."""
+    head, marks = sql.split(" VALUES ", 1)
+    marks, on, tail = marks.partition(" ON CONFLICT")
+    count = marks.count("), (") + 1
+    width = len(values) // count
+    one = marks.split("), (")[0] + ("" if count == 1 else ")")
+    return (f"{head} VALUES {one}{on}{tail}",
+            [tuple(values[i:i + width]) for i in range(0, len(values), width)])
 
 
 def _parameters(sql: str) -> dict[str, int]:
