@@ -356,7 +356,7 @@ class FieldRows:
         blank = dict.fromkeys((name for name in record_type(layout.kind).model_fields if name != "embedding"), UNSET)
         """A record's own fields hold `UNSET` until its fields fill them: one left out fails its document's dump."""
         size = len(own)
-        dumps, default = orjson.dumps, codec.json_default
+        dumps, default, fragment = orjson.dumps, codec.json_default, orjson.Fragment
 
         micros = codec.instant_micros
         in_document = [name for name in common if name != "embedding"]
@@ -383,25 +383,27 @@ class FieldRows:
                 head.append(dumps(metadata).decode() if (metadata := common["metadata"]) else None)
             return tuple(head), template
 
-        def own_metadata(data: dict[str, Any]) -> tuple[Any, ...]:
-            """A record's `meta` column, when `common` does not set it for all."""
-            return (dumps(metadata).decode() if (metadata := data["metadata"]) else None,)
-
-        meta_of: Callable[[dict[str, Any]], tuple[Any, ...]] = (lambda data: ()) if shared_meta else own_metadata
-
         def rows(common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
             """Each record's row; a record whose own fields are not the first's names (one more: its length;
-            one left out: `UNSET` in its document) is refused (`unfit_fields`), before anything is written."""
+            one left out: `UNSET` in its document) is refused (`unfit_fields`), before anything is written.
+            A record's own metadata is dumped once: its `meta` column, and in its document as that JSON
+            (an `orjson.Fragment`), the bytes a dump of the whole document writes there."""
             head, template = shared(common)
             made = []
             try:
                 for data in each:
                     if len(data) != size:
                         raise TypeError
-                    stored = dumps(template | data, default=default)
+                    document = template | data
+                    if shared_meta:
+                        meta: tuple[Any, ...] = ()
+                    else:
+                        document["metadata"] = fragment(dumped := dumps(data["metadata"]))
+                        meta = (None if dumped == b"{}" else dumped.decode(),)  # none: NULL, as `encode` writes it
+                    stored = dumps(document, default=default)
                     if len(stored) >= COMPRESS_AT:
                         stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
-                    made.append((*head, *get_own(data), *meta_of(data), bytearray(stored)))
+                    made.append((*head, *get_own(data), *meta, bytearray(stored)))
             except (TypeError, KeyError):
                 raise unfit_fields(each, own) from None
             return made

@@ -8,6 +8,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any, Literal, cast
 
 import langgraph.store.base as langgraph_store_base
@@ -55,6 +56,7 @@ _validate_put_namespace: Callable[[tuple[str, ...]], None] | None = getattr(
 """The check `BaseStore.put` runs. It is private: a LangGraph without it keeps `put` on BaseStore's path."""
 
 _CHUNK = 500
+_VALUE = attrgetter("value")
 """Ids or items per store call when a batch touches many."""
 _SHAPES_KEPT = 256
 """Prepared plain searches kept per LangGraph store; past that the cache starts again."""
@@ -238,9 +240,12 @@ class MnemostoreStore(BaseStore):
                         passed.add(op.namespace)
                 elif op.ttl is not None or op.value is None:
                     self._check_put(op, namespace_checked=True)
-                else:  # `_check_put`'s checks left, without its call
-                    _check_key(op.key)
-                    _check_value(op.value)
+                else:  # `_check_put`'s checks left, without its calls (~1.2k instructions a put)
+                    key = op.key
+                    if not (type(key) is str and key.isascii() and "\x00" not in key):
+                        _check_key(key)
+                    if (problem := find_json_problem(op.value, "value")) is not None:
+                        raise ValidationError([problem])
                 puts[(op.namespace, op.key)] = op
                 continue
             validate_op_namespace(op)
@@ -528,16 +533,20 @@ class MnemostoreStore(BaseStore):
         doomed: list[ItemKey] = []
         reindexed: list[ItemKey] = []
         records: list[LangGraphItem] = []
-        plain: list[tuple[ItemKey, dict[str, Any]]] = []
+        pairs: list[tuple[ItemKey, dict[str, Any]]] = []
+        plain: Iterable[tuple[ItemKey, dict[str, Any]]] | None = None
         texts = plan.texts
         indexed = self.embeddings is not None
-        for item_key, op in plan.puts.items():
+        puts = plan.puts
+        if not indexed and puts and None not in (values := list(map(_VALUE, puts.values()))):
+            plain, puts = zip(puts, values, strict=True), {}  # puts alone (a batch's usual case): paired in C
+        for item_key, op in puts.items():
             value = op.value
             if value is None:
                 if self._storable(*item_key):  # an item no put could store is not there to delete
                     doomed.append(item_key)
             elif not indexed:
-                plain.append((item_key, value))  # type: ignore[arg-type]  # a dict since `_normalised`
+                pairs.append((item_key, value))  # type: ignore[arg-type]  # a dict since `_normalised`
             else:
                 if self._may_shard(op.index):
                     reindexed.append(item_key)
@@ -551,8 +560,9 @@ class MnemostoreStore(BaseStore):
             chunk = doomed[start:start + _CHUNK]
             ids = [mapping.item_id(self.scope, ns, key) for ns, key in chunk]
             await items.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
-        if plain:  # an index-less store's puts: fields, no records (`core.field_puts`)
-            await items._put_fields(mapping.plain_common(now, now), mapping.plain_fields(self.scope, plain),
+        if plain is not None or pairs:  # an index-less store's puts: fields, no records (`core.field_puts`)
+            await items._put_fields(mapping.plain_common(now, now),
+                                    mapping.plain_fields(self.scope, pairs if plain is None else plain),
                                     keep_created=True)
         else:
             await items._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)

@@ -14,7 +14,7 @@ the record migration `migrations.langgraph_items` carries a store over.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -121,7 +121,7 @@ def plain_common(created_at: datetime, updated_at: datetime) -> dict[str, Any]:
 
 
 def plain_fields(scope: str,
-                 items: Sequence[tuple[tuple[tuple[str, ...], str], dict[str, Any]]]) -> list[dict[str, Any]]:
+                 items: Iterable[tuple[tuple[tuple[str, ...], str], dict[str, Any]]]) -> list[dict[str, Any]]:
     """Each item's own fields ((namespace, key), value) of the record `records_for` makes of an item without
     a vector, beside `plain_common`'s: no record object (`core.field_puts`). A batch's namespaces are
     encoded once each."""
