@@ -229,24 +229,24 @@ class MnemostoreStore(BaseStore):
         puts = plan.puts
         for op in plan.ops:
             if isinstance(op, PutOp):
+                namespace, key, value, _, ttl = op  # one unpacking, not a property lookup per use
                 try:
-                    known = op.namespace in passed
+                    known = namespace in passed
                 except TypeError:  # a label that does not hash: validate_op_namespace names it
                     known = False
                 if not known:
                     validate_op_namespace(op)
                     self._check_put(op)
-                    if op.value is not None:
-                        passed.add(op.namespace)
-                elif op.ttl is not None or op.value is None:
+                    if value is not None:
+                        passed.add(namespace)
+                elif ttl is not None or value is None:
                     self._check_put(op, namespace_checked=True)
                 else:  # `_check_put`'s checks left, without its calls (~1.2k instructions a put)
-                    key = op.key
                     if not (type(key) is str and key.isascii() and "\x00" not in key):
                         _check_key(key)
-                    if (problem := find_json_problem(op.value, "value")) is not None:
+                    if (problem := find_json_problem(value, "value")) is not None:
                         raise ValidationError([problem])
-                puts[(op.namespace, op.key)] = op
+                puts[(namespace, key)] = op
                 continue
             validate_op_namespace(op)
             plan.reads = True
