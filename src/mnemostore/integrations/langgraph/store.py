@@ -56,8 +56,9 @@ _validate_put_namespace: Callable[[tuple[str, ...]], None] | None = getattr(
 """The check `BaseStore.put` runs. It is private: a LangGraph without it keeps `put` on BaseStore's path."""
 
 _CHUNK = 500
-_VALUE = attrgetter("value")
 """Ids or items per store call when a batch touches many."""
+_VALUE = attrgetter("value")
+"""An op's value (a batch's puts' values in one C call: `_write`)."""
 _SHAPES_KEPT = 256
 """Prepared plain searches kept per LangGraph store; past that the cache starts again."""
 _NAMESPACES_KEPT = 4096
