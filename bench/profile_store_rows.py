@@ -78,6 +78,7 @@ def _captured(where: Path, items: list[Any], n: int, batches: int) -> tuple[list
 
 
 def _writes_items(sql: str) -> bool:
+    """Whether `sql` writes LangGraph items' rows (not the store's metadata or its declarations)."""
     return sql.startswith("INSERT") and "mnemo_langgraph_item" in sql
 
 
