@@ -27,26 +27,20 @@ from typing import Any
 SIDES = ("today", "fused", "fused_ordered", "fused_narrow", "fused_both", "theirs")
 
 
-def _sides(ops: list[Any]) -> dict[str, Callable[[], object]]:
-    """Each side's call on `ops` (puts of new items into an index-less store holding a batch already)."""
+def _sides(store: Any, ops: list[Any]) -> dict[str, Callable[[], object]]:
+    """Each side's call on `ops` (puts of new items into `store`, index-less and holding a batch already)."""
     import orjson
     from langgraph.store.sqlite.base import _namespace_to_text
 
-    import mnemostore
     from mnemostore.core.jsonvalues import find_json_problem
     from mnemostore.core.records import utcnow
     from mnemostore.integrations.langgraph import MnemostoreStore, store_mapping
     from mnemostore.kinds.langgraph_ids import item_id
 
-    store = mnemostore.open(f"sqlite:///{tempfile.mkdtemp()}/designs.db")
     ours = MnemostoreStore(store)
-    from case_langgraph_store import _items
-    from langgraph.store.base import PutOp
-
-    ours.batch([PutOp(*item) for item in _items(1000)])  # the table made, its statements prepared
     now = utcnow()
     common = {**store_mapping.plain_common(now, now), "tenant_id": None, "embedding": None}
-    prepared: Any = store.backend._written_kind("langgraph_item")  # type: ignore[attr-defined]
+    prepared: Any = store.backend._written_kind("langgraph_item")
     dumps = orjson.dumps
 
     def today() -> list[Any]:
@@ -54,8 +48,13 @@ def _sides(ops: list[Any]) -> dict[str, Callable[[], object]]:
         each = store_mapping.plain_fields(ours.scope, [(key, op.value) for key, op in plan.puts.items()])
         return list(itertools.chain.from_iterable(prepared.field_rows(common, each[0]).rows(common, each)))
 
+    expected = today()
+    head = tuple(expected[:len(expected) // len(ops) - 5])  # the columns `common` sets, before a row's own 5
+    stamp = dumps(now)
+    before_metadata = (b',"tenant_id":null,"agent":null,"project_id":null,"created_at":' + stamp
+                       + b',"updated_at":' + stamp + b',"metadata":')
+
     def fused(ordered: bool = False, narrow: bool = False) -> list[Any]:
-        head = tuple(today_head)
         roots: dict[tuple[str, ...], str] = {}
         seen: dict[tuple[tuple[str, ...], str], None] = {}
         made: list[Any] = []
@@ -85,13 +84,7 @@ def _sides(ops: list[Any]) -> dict[str, Callable[[], object]]:
             params.extend([_namespace_to_text(op.namespace), op.key, orjson.dumps(dict(op.value)), None, None])
         return ",".join(values), params
 
-    rows = today()
-    width = len(rows) // len(ops)
-    today_head = rows[:width - 5]  # the columns `common` sets, the same for every row
-    stamp = dumps(now)
-    before_metadata = (b',"tenant_id":null,"agent":null,"project_id":null,"created_at":' + stamp
-                       + b',"updated_at":' + stamp + b',"metadata":')
-    assert fused() == rows, "the fused sketch no longer makes today's parameters"
+    assert fused() == expected, "the fused sketch no longer makes today's parameters"
     return {"today": today, "fused": fused, "fused_ordered": lambda: fused(ordered=True),
             "fused_narrow": lambda: fused(narrow=True), "fused_both": lambda: fused(True, True), "theirs": theirs}
 
@@ -100,10 +93,15 @@ def _run(side: str, n: int, skip: bool) -> None:
     from case_langgraph_store import _items
     from langgraph.store.base import PutOp
 
-    ops = [PutOp(*item) for item in _items(1000 + n)[1000:]]
-    call = _sides(ops)[side]
-    if not skip:
-        call()
+    import mnemostore
+    from mnemostore.integrations.langgraph import MnemostoreStore
+
+    items = [PutOp(*item) for item in _items(1000 + n)]
+    with tempfile.TemporaryDirectory() as tmp, mnemostore.open(f"sqlite:///{tmp}/designs.db") as store:
+        MnemostoreStore(store).batch(items[:1000])  # the table made, its statements prepared
+        call = _sides(store, items[1000:])[side]
+        if not skip:
+            call()
 
 
 def main() -> None:

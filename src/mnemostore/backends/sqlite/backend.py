@@ -357,14 +357,14 @@ class SQLiteBackend(Backend):
         if call == "put_keeping_created":
             if len(rows) > 1:
                 self.db.write(lambda conn: _insert_keeping_created(conn, prepared, records, rows, plan))
-            elif not self.db.one_write(lambda conn: conn.execute(plan.insert_new, rows[0]).rowcount):
+            elif not self.db.one_write(lambda conn: conn.execute(plan.inserts(True, 1), rows[0]).rowcount):
                 stored = records()  # replaced: its row again, with the stored `created_at` (`put_keeping_created`)
                 self.db.write(lambda conn: _replace_keeping_created(conn, prepared, stored,
                                                                     [prepared.encode(stored[0])]))
             return
         keep_existing = call == "put_missing"
         if len(rows) == 1:
-            sql = plan.insert_new if keep_existing else plan.insert
+            sql = plan.inserts(keep_existing, 1)
             self.db.one_write(lambda conn: conn.execute(sql, rows[0]).close())
         else:
             self.db.write(lambda conn: schema.insert_rows(conn, plan.inserts, rows, keep_existing))

@@ -327,11 +327,10 @@ class FieldRows:
     `row_encoder` gives that record, less those columns, the columns `common` sets first. For a kind
     whose documents are plain (`Layout.plain_documents`) and records without a vector."""
 
-    insert: str
-    insert_new: str
     rows: Rows
     inserts: Callable[[bool, int], str]
-    """(keep_existing, n) -> `insert` (or `insert_new`) of n rows in one statement (`insert_rows`)."""
+    """(keep_existing, n) -> the INSERT of n rows in one statement (`insert_rows`), replacing a stored
+    (tenant, id) or, with `keep_existing`, leaving it (ON CONFLICT DO NOTHING)."""
 
     @classmethod
     def of(cls, layout: Layout, documents: Verdicts, common: dict[str, Any], own: Sequence[str]) -> FieldRows:
@@ -408,8 +407,7 @@ class FieldRows:
                 raise unfit_fields(each, own) from None
             return made
 
-        return cls(layout.insert_sql(columns=columns), layout.insert_sql(True, columns=columns), rows,
-                   cache(lambda keep_existing, n: layout.insert_sql(keep_existing, n, columns=columns)))
+        return cls(rows, cache(lambda keep_existing, n: layout.insert_sql(keep_existing, n, columns=columns)))
 
 
 ROWS_A_STATEMENT = 500

@@ -242,11 +242,9 @@ class MnemostoreStore(BaseStore):
                         passed.add(namespace)
                 elif ttl is not None or value is None:
                     self._check_put(op, namespace_checked=True)
-                else:  # `_check_put`'s checks left, without its calls (~1.2k instructions a put)
-                    if not (type(key) is str and key.isascii() and "\x00" not in key):
-                        _check_key(key)
-                    if (problem := find_json_problem(value, "value")) is not None:
-                        raise ValidationError([problem])
+                else:  # `_check_put`'s checks left, without its call
+                    _check_key(key)
+                    _check_value(value)
                 puts[(namespace, key)] = op
                 continue
             validate_op_namespace(op)
@@ -535,7 +533,7 @@ class MnemostoreStore(BaseStore):
         reindexed: list[ItemKey] = []
         records: list[LangGraphItem] = []
         pairs: list[tuple[ItemKey, dict[str, Any]]] = []
-        plain: Iterable[tuple[ItemKey, dict[str, Any]]] | None = None
+        plain: Iterable[tuple[ItemKey, dict[str, Any]]] = pairs  # true when there are any (a zip is never empty here)
         texts = plan.texts
         indexed = self.embeddings is not None
         puts = plan.puts
@@ -561,9 +559,8 @@ class MnemostoreStore(BaseStore):
             chunk = doomed[start:start + _CHUNK]
             ids = [mapping.item_id(self.scope, ns, key) for ns, key in chunk]
             await items.delete(where=F.id.in_(ids) | _shards_of(self.scope, chunk))
-        if plain is not None or pairs:  # an index-less store's puts: fields, no records (`core.field_puts`)
-            await items._put_fields(mapping.plain_common(now, now),
-                                    mapping.plain_fields(self.scope, pairs if plain is None else plain),
+        if plain:  # an index-less store's puts: fields, no records (`core.field_puts`)
+            await items._put_fields(mapping.plain_common(now, now), mapping.plain_fields(self.scope, plain),
                                     keep_created=True)
         else:
             await items._put_built(records, keep_created=True)  # built from checked parts (`_check_put`)
