@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 import mnemostore
 from mnemostore.backends.sqlite import shm_descriptors, wal_checkpoints
+from mnemostore.core.flocks import Flock
 
 KB = 1024
 
@@ -239,3 +241,62 @@ def test_a_process_killed_while_checkpointing_leaves_a_whole_store(tmp_path: Pat
             last = int(committed[-1]) if committed else 0
             mine = (mnemostore.F.id >= f"{round_}-") & (mnemostore.F.id < f"{round_}.")
             assert store.outcomes.count(mine) >= 5 * (last + 1)
+
+
+def _checkpoints_run(statements: list[str]) -> int:
+    return sum(1 for statement in statements if "wal_checkpoint" in statement)
+
+
+def test_no_checkpoint_starts_on_a_wal_whose_every_frame_is_copied(tmp_path: Path) -> None:
+    """A checkpoint started on a fully copied WAL, beside a writer that resets it, copies stale frames
+    into the database (SQLite's WAL-reset bug, 3.7.0 to 3.51.2): the thread and the writers past LIMIT
+    start a checkpoint only while the WAL-index shows frames left to copy."""
+    db = tmp_path / "store.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE t (x)")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    checkpoints = wal_checkpoints.WalCheckpoints(db, lambda: sqlite3.connect(db))
+    try:
+        assert checkpoints.checkpoint(conn)
+        assert _checkpoints_run(statements) == 1 and wal_frames_and_copied(db)[1] == wal_frames_and_copied(db)[0]
+        assert checkpoints.checkpoint(conn)
+        assert _checkpoints_run(statements) == 1  # every frame copied: none started
+        conn.execute("INSERT INTO t VALUES (1)")
+        frames, copied = wal_frames_and_copied(db)
+        assert copied < frames
+        assert checkpoints.checkpoint(conn)
+        assert _checkpoints_run(statements) == 2 and wal_frames_and_copied(db) == (frames, frames)
+    finally:
+        checkpoints.close()
+        conn.close()
+
+
+def test_a_checkpoint_waits_while_another_store_s_holds_the_file_s_checkpoint_lock(tmp_path: Path) -> None:
+    """Every store's checkpoints on a file, in any process, hold one lock file: no other checkpoint can
+    complete between a checkpoint's reading of the WAL-index and its start."""
+    db = tmp_path / "store.db"
+    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE t (x)")
+    checkpoints = wal_checkpoints.WalCheckpoints(db, lambda: sqlite3.connect(db))
+    other = Flock(Path(f"{db}{wal_checkpoints.CHECKPOINT_LOCK}"))  # another store's: its own open file description
+    other.open()
+    done: list[bool] = []
+    try:
+        with other.exclusive():
+            waiting = threading.Thread(target=lambda: done.append(checkpoints.checkpoint(conn)))
+            waiting.start()
+            waiting.join(0.3)
+            assert waiting.is_alive() and done == []
+            frames, copied = wal_frames_and_copied(db)
+            assert copied < frames
+        waiting.join(10)
+        assert done == [True] and wal_frames_and_copied(db) == (frames, frames)
+    finally:
+        other.close()
+        checkpoints.close()
+        conn.close()

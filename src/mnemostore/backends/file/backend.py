@@ -35,6 +35,7 @@ from ...core.capabilities import Capability
 from ...core.declarations import KindChange
 from ...core.errors import BackendError, ConfigError, SchemaMismatch, StoreClosed
 from ...core.filters import Expr, matches
+from ...core.flocks import Flock
 from ...core.kinds import kind_names, record_type
 from ...core.private_files import make_directories
 from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent
@@ -48,7 +49,6 @@ from .convert import detached, to_json
 from .files import replace_atomically
 from .index import KindIndex
 from .location import directory_from_url
-from .lock import DirectoryLock
 from .log import FORMAT, FORMAT_VERSION, LogFile, encode_line, line_length
 
 FORMAT_FILE = "format.json"
@@ -107,7 +107,7 @@ class FileBackend(Backend):
         assert isinstance(options, FileOptions)
         self._options = options
         self.directory = directory_from_url(url)
-        self._lock = DirectoryLock(self.directory / LOCK_FILE)
+        self._lock = Flock(self.directory / LOCK_FILE)
         self._mutex = threading.RLock()
         self._kinds: dict[str, _Kind] = {}
         self._pid = os.getpid()

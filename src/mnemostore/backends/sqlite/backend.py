@@ -41,6 +41,7 @@ from .selects import SHAPES_KEPT, Select
 from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
 from .vector_cache import Matrix, VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
+from .wal_checkpoints import CHECKPOINT_LOCK
 
 
 class SQLiteOptions(BaseModel):
@@ -136,9 +137,9 @@ class SQLiteBackend(Backend):
 
     def drop(self) -> None:
         """Remove the database file and the files SQLite and this backend keep beside it (journal,
-        WAL, shared memory, the migration lock, the vector cache directory)."""
+        WAL, shared memory, the migration and checkpoint locks, the vector cache directory)."""
         path = database_path(self.url)
-        for suffix in ("-wal", "-shm", "-journal", MIGRATE_LOCK_SUFFIX, ""):
+        for suffix in ("-wal", "-shm", "-journal", MIGRATE_LOCK_SUFFIX, CHECKPOINT_LOCK, ""):
             path.with_name(path.name + suffix).unlink(missing_ok=True)
         shutil.rmtree(path.with_name(path.name + VECTORS_SUFFIX), ignore_errors=True)
 

@@ -21,6 +21,11 @@ WAL file, not through the database's memory map). So once woken, the thread catc
 checkpoint that left frames behind, or that commits went on beside, it waits for the writers to
 pause (`IDLE`) and copies the rest, at most `CATCH_UPS` times a wake. New readers skip a fully copied
 WAL, and the next writer starts it over.
+
+Checkpoints beside writers meet SQLite's WAL-reset bug (3.7.0 to 3.51.2; Python ships older SQLite): a
+checkpoint started on a fully copied WAL while a writer starts it over copies stale frames into the
+database. So a checkpoint starts only while the WAL-index shows frames left to copy, read under a lock
+file every store's checkpoints on the database take (`WalCheckpoints.checkpoint`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ...core.flocks import Flock
 from . import shm_descriptors
 
 _monotonic = time.monotonic
@@ -63,8 +69,30 @@ _PAGE_AND_FRAMES = struct.Struct("=14xHI")
 """Those two fields of the header's first `_HEADER` bytes, unpacked in one call (native order, no padding)."""
 
 
+CHECKPOINT_LOCK = ".checkpoint-lock"
+"""The suffix of the lock file beside the database that its checkpoints hold (`WalCheckpoints.checkpoint`)."""
+
+
 REOPEN = 256
 """Header reads through one descriptor before the `-shm` file is looked up again (`WalCheckpoints._wal_bytes`)."""
+
+
+_COPIED = struct.Struct("=16xI76xI")
+"""mxFrame (u32 at 16) and nBackfill, the frames a checkpoint has copied into the database (u32 at 96, in
+the checkpoint information after the header's two copies), from the first 100 bytes of the WAL-index."""
+
+
+def all_copied(fd: int) -> bool:
+    """Whether every frame of the WAL is already in the database (or the WAL-index is unreadable), from
+    the WAL-index read through `fd`: a checkpoint has nothing to do then, and must not start
+    (`WalCheckpoints.checkpoint`)."""
+    frames: int
+    copied: int
+    try:
+        frames, copied = _COPIED.unpack(os.pread(fd, _COPIED.size, 0))
+    except (OSError, struct.error):
+        return True
+    return copied >= frames
 
 
 def wal_bytes(fd: int) -> int | None:
@@ -91,6 +119,8 @@ class WalCheckpoints:
         self._wake = threading.Event()
         self._guard = threading.Lock()
         self._running = threading.Lock()  # one checkpoint at a time: a second would only find SQLite busy
+        self._lock_path = Path(f"{path}{CHECKPOINT_LOCK}")
+        self._lock: Flock | None = None  # opened by the first checkpoint, not at the store's open
         self._thread: threading.Thread | None = None
         self._closed = False
         self._header_lock = threading.Lock()  # writers of several threads read the header after their commits
@@ -125,12 +155,17 @@ class WalCheckpoints:
         """`wal_bytes` through the process's descriptor of the `-shm` file, looked up again every `REOPEN`
         reads: a file SQLite deleted (its last connection closed) and a later connection made anew is
         then read."""
+        fd = self._shm_descriptor()
+        return None if fd is None else wal_bytes(fd)
+
+    def _shm_descriptor(self) -> int | None:
+        """The process's descriptor of the `-shm` file (`shm_descriptors`), looked up again every `REOPEN` uses."""
         with self._header_lock:
             fd = self._header_fd
             self._header_reads += 1
             if fd is None or self._header_reads % REOPEN == 0:
                 fd = self._header_fd = shm_descriptors.descriptor(self._shm)
-            return None if fd is None else wal_bytes(fd)
+            return fd
 
     def _start(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -176,12 +211,29 @@ class WalCheckpoints:
     def checkpoint(self, conn: sqlite3.Connection) -> bool:
         """Copy what it can of the WAL into the database, blocking no reader and no writer; a busy
         file is left for the next try (real faults surface on the writes themselves). Whether every
-        frame is copied (or nothing could be: not in WAL mode)."""
+        frame is copied (or nothing could be: not in WAL mode).
+
+        No checkpoint starts on a WAL whose every frame is copied: a writer resetting that WAL beside it
+        makes it copy stale frames into the database (SQLite's WAL-reset bug, in 3.7.0 to 3.51.2; a
+        writer killed beside these checkpoints left a malformed store). The WAL-index is read and the
+        checkpoint run under `CHECKPOINT_LOCK`, which every store on the file takes, in any process,
+        so no other checkpoint completes between the two."""
         with self._running:
-            try:
-                busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            except sqlite3.Error:
-                return True
+            if self._lock is None:
+                lock = Flock(self._lock_path)
+                try:
+                    lock.open()
+                except OSError:
+                    return True  # no lock file (the directory turned read-only): the writes will say why
+                self._lock = lock
+            with self._lock.exclusive():
+                fd = self._shm_descriptor()
+                if fd is None or all_copied(fd):
+                    return True
+                try:
+                    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                except sqlite3.Error:
+                    return True
         return bool(frames < 0 or (not busy and copied >= frames))
 
     def close(self) -> None:
@@ -194,4 +246,8 @@ class WalCheckpoints:
         self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        with self._running:
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
 

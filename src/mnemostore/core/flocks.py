@@ -1,4 +1,5 @@
-"""The directory lock: `fcntl.flock` on a lock file, shared for readers, exclusive for writers.
+"""A lock file held with `fcntl.flock`, shared or exclusive (the file backend's directory lock, the
+SQLite backend's checkpoint lock).
 
 flock locks belong to an open file description, so two stores opened in one process
 exclude each other exactly as two processes do. Locks held by a killed process are
@@ -13,10 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...core.private_files import open_file
+from .private_files import open_file
 
 
-class DirectoryLock:
+class Flock:
     """A reader/writer lock on `path` (created if missing)."""
 
     def __init__(self, path: Path) -> None:
