@@ -1,6 +1,6 @@
 """The sample report in docs/writing-a-backend.md is the real output of `mnemostore conformance
-memory://`: `python -m tests.conformance_sample` rewrites it, tests/test_conformance_sample.py
-fails when it differs from a run of the installed suite."""
+memory://`: `python -m tests.conformance_sample` rewrites it, tests/test_conformance_cli.py's whole-suite
+run fails when it differs from its output."""
 
 from __future__ import annotations
 

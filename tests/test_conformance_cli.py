@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from tests import conformance_sample
 from tests.plugin_dists import install_fake_distribution
 
 from mnemostore.backends.memory import MemoryBackend
@@ -59,6 +60,9 @@ def test_the_whole_suite_passes_on_the_reference_backend(
     code, out, err = run_cli(capsys, "conformance", "memory://", "--json", "report.json", "--junit", "junit.xml")
     assert code == 0, out + err
     assert f"mnemostore conformance suite {SUITE_VERSION}: memory:// (backend memory)" in out
+    # The guide's sample report is this output (suite version, clause counts, skip reasons): a new clause or
+    # version fails here until the sample is regenerated (`python -m tests.conformance_sample`).
+    assert conformance_sample.documented() == f"$ mnemostore {' '.join(conformance_sample.COMMAND)}\n{out}"
     table = out.split("\n\n")[1].splitlines()
     assert table[0].split() == ["CAPABILITY", "DECLARED", "PASSED", "FAILED", "SKIPPED"]
     rows = {line.split()[0]: line.split()[1:] for line in table[2:]}

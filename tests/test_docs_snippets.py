@@ -9,7 +9,7 @@ What runs, by the block's language:
   line, or the lines an open quote or a trailing backslash joins) must succeed, ``a && b`` too.
 - ``console``: only the ``$ `` lines (and ``> `` continuations) run; the other lines are output.
 - anything else (``text``, ``toml``, ``json``, ``sql``, ...) never runs. The sample report
-  in docs/writing-a-backend.md is checked by tests/test_conformance_sample.py.
+  in docs/writing-a-backend.md is checked by tests/test_conformance_cli.py.
 
 Where: each program runs in its own empty temporary directory, with an empty ``HOME``,
 ``MNEMOSTORE_URL`` naming a SQLite store in that directory, and the bin directory of the
