@@ -1,11 +1,13 @@
 """One real Chroma server for the test session (`chroma run`, shipped with chromadb).
 
-Started on first use on a free local port with a throwaway directory, checked through its
-heartbeat, and stopped at the end. A server that cannot start is an error, never a skip.
+Started on first use on a free local port with a throwaway directory (in memory where the machine has
+/dev/shm), checked through its heartbeat, and stopped at the end. A server that cannot start is an
+error, never a skip.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -20,6 +22,9 @@ from pathlib import Path
 import pytest
 
 START_SECONDS = 60.0
+MEMORY_DIRECTORY = Path("/dev/shm")
+"""Where the server keeps its throwaway data if the machine has it: a tmpfs, so the ~3 collections each
+test's fresh store makes cost no disk syncs (a store's open and first write: 96 -> 77 ms)."""
 
 
 def chroma_command() -> str:
@@ -41,7 +46,8 @@ class ChromaTestServer:
     """A running `chroma run` process and URLs of fresh stores on it."""
 
     def __init__(self) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="mnemostore-chroma-"))
+        memory = MEMORY_DIRECTORY if os.access(MEMORY_DIRECTORY, os.W_OK | os.X_OK) else None
+        self.directory = Path(tempfile.mkdtemp(prefix="mnemostore-chroma-", dir=memory))
         self.port = free_port()
         self.log = self.directory / "server.log"
         with self.log.open("wb") as log:
