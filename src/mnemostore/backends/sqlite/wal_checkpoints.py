@@ -219,6 +219,8 @@ class WalCheckpoints:
         checkpoint run under `CHECKPOINT_LOCK`, which every store on the file takes, in any process,
         so no other checkpoint completes between the two."""
         with self._running:
+            if self._closed:
+                return True  # a writer's checkpoint after `close` (its lock file is closed)
             if self._lock is None:
                 lock = Flock(self._lock_path)
                 try:
