@@ -67,11 +67,14 @@ def _index(n: int) -> Any:
 
 @contextmanager
 def _ours(url: Callable[[str], str], index: Any, tag: str) -> Iterator[LgStore]:
-    """`MnemostoreStore` on a fresh mnemostore store at `url(tag)`."""
+    """`MnemostoreStore` on a fresh mnemostore store at `url(tag)`, set up (its table made) before any timing,
+    as LangGraph's stores are."""
     from mnemostore.integrations.langgraph import MnemostoreStore
 
     with mnemostore.open(url(tag)) as store:
-        yield MnemostoreStore(store, index=index)
+        ours = MnemostoreStore(store, index=index)
+        ours.setup()
+        yield ours
 
 
 @contextmanager

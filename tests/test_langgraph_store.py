@@ -543,6 +543,44 @@ def test_async_batches(store: mnemostore.Store, url: str, facade: str) -> None:
     asyncio.run(scenario())
 
 
+def _items_table_made(store: mnemostore.Store) -> bool | None:
+    """Whether the items' table exists (SQLite, Postgres: made by `setup()` or the first put); None elsewhere."""
+    backend: Any = store.backend
+    if backend.name == "sqlite":
+        return backend._kind("langgraph_item") is not None
+    if backend.name == "postgres":
+        return backend._readable("langgraph_item") is not None
+    return None
+
+
+@pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
+def test_setup_makes_the_items_storage_before_the_first_put(store: mnemostore.Store, url: str, facade: str) -> None:
+    """As LangGraph's `SqliteStore.setup()` and `PostgresStore.setup()`: the items' table exists before any
+    put, a second `setup` changes nothing, and the saver's `setup` finds its tables made with the store."""
+    from mnemostore.integrations.langgraph import MnemostoreSaver
+
+    items(store)  # the kind registered, as a MnemostoreStore registers it
+    assert _items_table_made(store) in (False, None)
+    if facade == "Store":
+        for _ in range(2):
+            MnemostoreStore(store).setup()
+            MnemostoreSaver(store).setup()
+    else:
+        async def scenario() -> None:
+            async with await mnemostore.open_async(url) as over:
+                for _ in range(2):
+                    await MnemostoreStore(over).asetup()
+                    await MnemostoreSaver(over).asetup()
+
+        asyncio.run(scenario())
+    assert _items_table_made(store) in (True, None)
+    assert items(store).count() == 0 and store.checkpoints.count() == 0
+    lg = MnemostoreStore(store)
+    lg.put(("a",), "k", {"v": 1})
+    item = lg.get(("a",), "k")
+    assert item is not None and item.value == {"v": 1}
+
+
 def test_rejections(store: mnemostore.Store) -> None:
     lg = MnemostoreStore(store)
     with pytest.raises(NotImplementedError, match="TTL"):

@@ -257,6 +257,11 @@ class AsyncCollection(Generic[R]):
         """Every matching record, in one list."""
         return (await self.query(where, order_by=order_by)).items
 
+    async def prepare(self) -> None:
+        """Make this kind's storage in the store now rather than at its first write (a table, collections:
+        `Backend.prepare`), its declaration recorded as a first write records it."""
+        await self._store._backend_call("prepare", self.kind, self._store.tenant)
+
     async def count(self, where: Where = None) -> int:
         """How many records match `where`."""
         return int(await self._store._backend_call("count", self.kind, self._store.tenant, self._bind(where)))

@@ -27,10 +27,10 @@ from .vectors import as_vector
 
 _FIXED_FIELDS = frozenset({"id", "tenant_id", "created_at", "kind"})
 _KIND_CALLS = frozenset({"put", "put_missing", "put_keeping_created", "query", "count", "delete", "update", "get",
-                         "query_values", "query_shape", "search"})
+                         "query_values", "query_shape", "search", "prepare"})
 """Backend calls whose first argument is a kind: an application's kind is checked against the store's
 recorded declaration before its first such call (`_declared_call`)."""
-_WRITES = frozenset({"put", "put_missing", "put_keeping_created"})
+_WRITES = frozenset({"put", "put_missing", "put_keeping_created", "prepare"})
 _loaded = kinds.loaded
 
 

@@ -147,6 +147,11 @@ class Collection(Generic[R]):
         """Every matching record, in one list."""
         return self._run(self._async.all(where, order_by=order_by))
 
+    def prepare(self) -> None:
+        """Make this kind's storage in the store now rather than at its first write (a table, collections:
+        `Backend.prepare`), its declaration recorded as a first write records it."""
+        self._run(self._async.prepare())
+
     def count(self, where: Where = None) -> int:
         """How many records match `where`."""
         return self._run(self._async.count(where))

@@ -293,6 +293,12 @@ class Backend(ABC):
         """
         raise UnsupportedCapability(f"the {self.name} backend does not support vector search")
 
+    def prepare(self, kind: str, tenant: str | None) -> None:
+        """Make the storage `kind`'s records of `tenant` are written to (a table, collections) now, not at
+        their first write: a LangGraph saver's or store's `setup()`. The default makes nothing, leaving it
+        to the first write (Chroma's and Qdrant's collections: a put registers and makes them)."""
+        return None
+
     def tenants(self, kind: str) -> list[str | None]:
         """Every tenant holding records of `kind` (None is the default tenant), for record
         migrations and copies, which must reach every tenant."""
@@ -347,7 +353,7 @@ class Backend(ABC):
 
 DRIVER_CALLS = ("close", "drop", "read_meta", "write_meta", "put", "put_missing", "put_keeping_created", "query",
                 "count", "delete", "update", "get", "query_values", "query_shape", "append_checkpoint", "search",
-                "tenants", "migration_lock", "legacy_layout", "evolve_kind", "describe")
+                "prepare", "tenants", "migration_lock", "legacy_layout", "evolve_kind", "describe")
 """The protocol methods whose non-mnemostore errors core turns into `BackendError`, on every path
 (the facade, the migration runner, copy, export). `exists` and `open` are wrapped where core calls
 them (`core.store.open_backend`: a missing driver module names the extra there), and `run_layout`

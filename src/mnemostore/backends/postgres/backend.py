@@ -413,6 +413,10 @@ class PostgresBackend(Backend):
         self._kind_tables.add(kind_layout.table)
         return kind_layout
 
+    def prepare(self, kind: str, tenant: str | None) -> None:
+        """An application's kind's table (the built-in kinds' exist from the store's creation)."""
+        self._writable(kind)
+
     def _writable(self, kind: str) -> KindLayout:
         """The kind's layout, its table created first if it is an application's kind's first write."""
         found = self._readable(kind)

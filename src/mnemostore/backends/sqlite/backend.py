@@ -247,6 +247,10 @@ class SQLiteBackend(Backend):
         found = self._kinds.get(kind)
         return found if found is not None else self._prepare(kind, create)
 
+    def prepare(self, kind: str, tenant: str | None) -> None:
+        """An application's kind's table (the built-in kinds' exist from the store's creation)."""
+        self._written_kind(kind)
+
     def _written_kind(self, kind: str) -> KindSQL:
         """A kind's statements for a write, its table created if it does not exist yet."""
         found = self._kinds.get(kind)  # every write asks: one dict get, no call, when the kind is known

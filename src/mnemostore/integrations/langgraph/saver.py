@@ -61,6 +61,16 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         self._sync = store if isinstance(store, Store) else None
         """The sync `Store` the sync writes call straight (`Collection._put_built`), if given one."""
 
+    def setup(self) -> None:
+        """Make the checkpoints' storage now rather than at the first put (a store makes its built-in
+        kinds' tables when it is created, so on SQLite and Postgres there is nothing left to make), as
+        LangGraph's `SqliteSaver.setup()` and `PostgresSaver.setup()` do; running it again changes nothing."""
+        self._bridge.run(self._bridge.driven.checkpoints.prepare())
+
+    async def asetup(self) -> None:
+        """`setup` awaited (LangGraph's async savers name theirs `setup`)."""
+        await self._bridge.awaited().checkpoints.prepare()
+
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._bridge.run(self._get_tuple(self._reads, config))

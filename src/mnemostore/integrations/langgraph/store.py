@@ -187,6 +187,16 @@ class MnemostoreStore(BaseStore):
         super().put(namespace, key, value, index, ttl=ttl)
 
     # batches ------------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Make the items' storage now (SQLite's and Postgres' table) rather than at the first put, as
+        LangGraph's `SqliteStore.setup()` and `PostgresStore.setup()` make theirs; running it again
+        changes nothing. Optional: the first put makes what is missing."""
+        self._bridge.run(self._items_in(self._bridge.driven).prepare())
+
+    async def asetup(self) -> None:
+        """`setup` awaited (LangGraph's async stores name theirs `setup`)."""
+        await self._items_in(self._bridge.awaited()).prepare()
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the ops: reads see the store as it was before the batch's writes (as in InMemoryStore)."""
         if type(ops) is list and len(ops) == 1 and self.embeddings is None:  # a batch of one put
