@@ -84,6 +84,7 @@ class RecordOperations(Protocol):
     """A backend's record calls written once as coroutines (the sync side drives them with `run_sync`)."""
 
     async def put(self, kind: str, records: Sequence[Record]) -> None: ...
+    async def prepare(self, kind: str, tenant: str | None) -> None: ...
     async def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                      inc: Mapping[str, int | float]) -> Record | None: ...
     async def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int: ...
@@ -121,6 +122,9 @@ class OperationsSide(AsyncBackend):
 
     async def put(self, kind: str, records: Sequence[Record]) -> None:
         await self._writes.run(self._records.put(kind, records))
+
+    async def prepare(self, kind: str, tenant: str | None) -> None:
+        await self._writes.run(self._records.prepare(kind, tenant))
 
     async def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                      inc: Mapping[str, int | float]) -> Record | None:

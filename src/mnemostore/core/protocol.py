@@ -296,7 +296,7 @@ class Backend(ABC):
     def prepare(self, kind: str, tenant: str | None) -> None:
         """Make the storage `kind`'s records of `tenant` are written to (a table, collections) now, not at
         their first write: a LangGraph saver's or store's `setup()`. The default makes nothing, leaving it
-        to the first write (Chroma's and Qdrant's collections: a put registers and makes them)."""
+        to the first write (the memory and file backends: their first write costs no more for it)."""
         return None
 
     def tenants(self, kind: str) -> list[str | None]:

@@ -280,6 +280,9 @@ class ChromaBackend(Backend):
     def put(self, kind: str, records: Sequence[Record]) -> None:
         run_sync(self.operations.put(kind, records))
 
+    def prepare(self, kind: str, tenant: str | None) -> None:
+        run_sync(self.operations.prepare(kind, tenant))
+
     def delete(self, kind: str, tenant: str | None, where: Expr | None) -> int:
         return run_sync(self.operations.delete(kind, tenant, where))
 

@@ -9,7 +9,7 @@ in `Io` alone (see `backend.py` and `native.py`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -122,14 +122,25 @@ class Operations:
             by_tenant.setdefault(record.tenant_id, []).append(record)
         async with self.io.writing():
             with backend.errors(f"writing {kind} records"):
-                fresh = backend.registry.fresh((kind, tenant, backend.collection_name(kind, tenant))
-                                               for tenant in by_tenant)
-                if fresh:
-                    await self.io.blocking(backend.registry.register_fresh, fresh)
+                await self._registered(kind, by_tenant)
                 for tenant, batch in by_tenant.items():
                     pair = await self.pair(kind, tenant, create=True)
                     assert pair is not None
                     await self._write(pair, batch)
+
+    async def prepare(self, kind: str, tenant: str | None) -> None:
+        """The kind's collections for the tenant, made (and registered) as its first put makes them."""
+        async with self.io.writing():
+            with self.backend.errors(f"making the {kind} collections"):
+                await self._registered(kind, [tenant])
+                await self.pair(kind, tenant, create=True)
+
+    async def _registered(self, kind: str, tenants: Iterable[str | None]) -> None:
+        """The registry lists the kind's collections of these tenants (before they are made: see `registry`)."""
+        backend = self.backend
+        fresh = backend.registry.fresh((kind, tenant, backend.collection_name(kind, tenant)) for tenant in tenants)
+        if fresh:
+            await self.io.blocking(backend.registry.register_fresh, fresh)
 
     async def _write(self, pair: Pair, records: Sequence[Record]) -> None:
         import numpy as np

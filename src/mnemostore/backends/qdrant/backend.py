@@ -233,6 +233,9 @@ class QdrantBackend(Backend):
     def put(self, kind: str, records: Sequence[Record]) -> None:
         run_sync(self.operations.put(kind, records))
 
+    def prepare(self, kind: str, tenant: str | None) -> None:
+        run_sync(self.operations.prepare(kind, tenant))
+
     def update(self, kind: str, tenant: str | None, id: str, set: Mapping[str, Any],
                inc: Mapping[str, int | float]) -> Record | None:
         return run_sync(self.operations.update(kind, tenant, id, set, inc))

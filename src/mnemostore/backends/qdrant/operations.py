@@ -119,6 +119,11 @@ class Operations:
             for start in range(0, len(records), limit):
                 await self._upsert(name, records[start:start + limit])
 
+    async def prepare(self, kind: str, tenant: str | None) -> None:
+        """The kind's collection (shared by its tenants), made as its first put makes it."""
+        async with self.io.writing():
+            await self._ensure(kind)
+
     async def _upsert(self, name: str, records: Sequence[Record]) -> None:
         """Upsert one batch of records, cut into requests of about MAX_REQUEST_BYTES. Its points are
         built here and die on return, before the next batch's: a put holds one batch of points at a

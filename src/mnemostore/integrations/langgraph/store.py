@@ -188,7 +188,7 @@ class MnemostoreStore(BaseStore):
 
     # batches ------------------------------------------------------------------------------
     def setup(self) -> None:
-        """Make the items' storage now (SQLite's and Postgres' table) rather than at the first put, as
+        """Make the items' storage now (a table, collections) rather than at the first put, as
         LangGraph's `SqliteStore.setup()` and `PostgresStore.setup()` make theirs; running it again
         changes nothing. Optional: the first put makes what is missing."""
         self._bridge.run(self._items_in(self._bridge.driven).prepare())

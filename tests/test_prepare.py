@@ -1,0 +1,88 @@
+"""`Collection.prepare()` (`Backend.prepare`): a kind's storage is made before its first write, on
+every built-in backend whose storage is made at all, and making it again changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.chroma_server import chroma_server
+from tests.postgres_server import PostgresTestServer, postgres_server
+from tests.seed_kinds import forget_the_items_kind
+
+import mnemostore
+from mnemostore.core.calls import run_sync
+from mnemostore.kinds.langgraph_items import LangGraphItem
+
+__all__ = ["chroma_server", "postgres_server"]
+
+KIND = "langgraph_item"
+"""An application's kind (its storage is made on demand, unlike the built-in kinds' tables)."""
+
+
+def _made(backend: Any) -> bool | None:
+    """Whether `KIND`'s storage exists, asked of a backend that never wrote it; None where nothing is made."""
+    name = backend.name
+    if name == "sqlite":
+        return backend._kind(KIND) is not None
+    if name == "postgres":
+        return backend._readable(KIND) is not None
+    if name == "chroma":
+        return run_sync(backend.operations.pair(KIND, "acme", False)) is not None
+    if name == "qdrant":
+        return bool(run_sync(backend.operations._exists(KIND)))
+    return None
+
+
+@pytest.fixture(params=["memory", "file", "sqlite", "postgres", "chroma", "chroma-server", "qdrant"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "postgres":
+        server: PostgresTestServer = request.getfixturevalue("postgres_server")
+        yield server.url()
+        return
+    if request.param == "chroma-server":
+        pytest.importorskip("chromadb")
+        yield request.getfixturevalue("chroma_server").url()  # its async side is native (AsyncHttpClient)
+        return
+    pytest.importorskip({"chroma": "chromadb", "qdrant": "qdrant_client"}.get(request.param, "mnemostore"))
+    yield {"memory": f"memory://{uuid.uuid4().hex}", "file": f"file://{tmp_path / 'f'}",
+           "sqlite": f"sqlite:///{tmp_path / 's.db'}", "chroma": f"chroma://{tmp_path / 'c'}",
+           "qdrant": f"qdrant://{tmp_path / 'q'}"}[request.param]
+
+
+@pytest.fixture(autouse=True)
+def _items_kind() -> Iterator[None]:
+    mnemostore.register_kind(LangGraphItem)
+    yield
+    forget_the_items_kind()
+
+
+def _reopened(url: str, check: Callable[[mnemostore.Store], object]) -> object:
+    with mnemostore.open(url, tenant="acme") as store:
+        return check(store)
+
+
+@pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
+def test_prepare_makes_a_kinds_storage_before_its_first_write(url: str, facade: str) -> None:
+    with mnemostore.open(url, tenant="acme") as store:
+        assert _made(store.backend) in (False, None)
+        if facade == "Store":
+            store.collection(KIND).prepare()
+            store.collection(KIND).prepare()  # again: nothing changes
+
+    async def prepared() -> None:  # on the async side (a native one where the backend has it)
+        async with await mnemostore.open_async(url, tenant="acme") as store:
+            await store.collection(KIND).prepare()
+            await store.collection(KIND).prepare()
+
+    if facade == "AsyncStore":
+        asyncio.run(prepared())
+    assert _reopened(url, lambda store: _made(store.backend)) in (True, None)
+    assert _reopened(url, lambda store: store.collection(KIND).count()) == 0
+    with mnemostore.open(url, tenant="acme") as store:
+        store.collection(KIND).put([{"id": "i", "namespace": "n", "key": "k"}])
+        assert [r.id for r in store.collection(KIND).all()] == ["i"]
