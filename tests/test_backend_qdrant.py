@@ -221,3 +221,18 @@ def test_an_in_memory_store_exists_by_its_prefix_not_by_its_location() -> None:
         assert store.outcomes.count() == 1
     with mnemostore.open(f"{location}?prefix=b_") as store:  # created on demand, empty
         assert store.outcomes.count() == 0
+
+
+@pytest.mark.parametrize("first", ["a record without a vector", "prepare"])
+def test_a_vector_reaches_a_collection_made_before_the_store_knew_a_dimension(tmp_path: Path, first: str) -> None:
+    """The collection was made without the vector (no dimension yet); the first vector adds it
+    (`layout._add_vector`: qdrant-client 1.20's `DenseVectorNameConfig` takes a `DenseVectorConfig`)."""
+    with mnemostore.open(f"qdrant://{tmp_path / 'q'}") as store:
+        if first == "prepare":
+            store.heuristics.prepare()
+        else:
+            store.heuristics.add(condition="c", strategy="s", id="plain")
+        store.heuristics.add(condition="c", strategy="s", id="vectored", embedding=vectors(1, 4, seed=1)[0])
+        assert [hit.record.id for hit in store.heuristics.search(vectors(1, 4, seed=1)[0], k=2)] == ["vectored"]
+    with mnemostore.open(f"qdrant://{tmp_path / 'q'}") as store:
+        assert [hit.record.id for hit in store.heuristics.search(vectors(1, 4, seed=1)[0], k=2)] == ["vectored"]

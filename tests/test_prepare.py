@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from tests.chroma_server import chroma_server
 from tests.postgres_server import PostgresTestServer, postgres_server
@@ -16,6 +17,7 @@ from tests.seed_kinds import forget_the_items_kind
 
 import mnemostore
 from mnemostore.core.calls import run_sync
+from mnemostore.core.capabilities import Capability
 from mnemostore.kinds.langgraph_items import LangGraphItem
 
 __all__ = ["chroma_server", "postgres_server"]
@@ -83,6 +85,10 @@ def test_prepare_makes_a_kinds_storage_before_its_first_write(url: str, facade: 
         asyncio.run(prepared())
     assert _reopened(url, lambda store: _made(store.backend)) in (True, None)
     assert _reopened(url, lambda store: store.collection(KIND).count()) == 0
-    with mnemostore.open(url, tenant="acme") as store:
-        store.collection(KIND).put([{"id": "i", "namespace": "n", "key": "k"}])
-        assert [r.id for r in store.collection(KIND).all()] == ["i"]
+    with mnemostore.open(url, tenant="acme") as store:  # prepared before the store knew a dimension
+        items = store.collection(KIND)
+        items.put([{"id": "plain", "namespace": "n", "key": "k"}])
+        items.put([{"id": "vectored", "namespace": "n", "key": "v", "embedding": np.ones(4, dtype=np.float32)}])
+        assert [r.id for r in items.all(order_by="id")] == ["plain", "vectored"]
+        if Capability.VECTOR_COSINE in store.capabilities:
+            assert [hit.record.id for hit in items.search(np.ones(4, dtype=np.float32), k=2)] == ["vectored"]

@@ -152,9 +152,10 @@ class Layout:
     def _add_vector(self, name: str, params: StoreParams) -> None:
         from qdrant_client import models
 
+        assert params.dimension is not None
+        dense = models.DenseVectorConfig(size=params.dimension, distance=distance(params.metric))
         try:
-            self.handle.client.create_vector_name(
-                name, VECTOR, models.DenseVectorNameConfig(dense=self._vector_config(params)))
+            self.handle.client.create_vector_name(name, VECTOR, models.DenseVectorNameConfig(dense=dense))
         except Exception:
             self.handle.collections.pop(name, None)
             if not self.has_vector_uncached(name):  # another process may have added it first
