@@ -22,7 +22,7 @@ checkpoint that left frames behind, or that commits went on beside, it waits for
 pause (`IDLE`) and copies the rest, at most `CATCH_UPS` times a wake. New readers skip a fully copied
 WAL, and the next writer starts it over.
 
-Checkpoints beside writers meet SQLite's WAL-reset bug (3.7.0 to 3.51.2; Python ships older SQLite): a
+Checkpoints beside writers meet SQLite's WAL-reset bug (3.7.0 to 3.51.2; the tested Python links 3.40.1): a
 checkpoint started on a fully copied WAL while a writer starts it over copies stale frames into the
 database. So a checkpoint starts only while the WAL-index shows frames left to copy, read under a lock
 file every store's checkpoints on the database take (`WalCheckpoints.checkpoint`).
