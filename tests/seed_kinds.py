@@ -1,6 +1,6 @@
 """The kinds mnemostore ships (`mnemostore.kinds.workflow`, `.alma`, `.langgraph_items`), registered for a test and
-forgotten after it, so other tests' copies and listings see only the kinds they wrote; and the
-LMDB example as a backend of this process."""
+forgotten after it, so other tests' copies and listings see only the kinds they wrote; whether the item
+kind's storage exists on a backend; and the LMDB example as a backend of this process."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import mnemostore
+from mnemostore.core.calls import run_sync
 from mnemostore.core.kinds import kinds
 from mnemostore.kinds import alma, langgraph_items, workflow
 
@@ -37,6 +39,22 @@ def forget_the_items_kind() -> None:
     """Forget LangGraph's store item kind, which `MnemostoreStore` registers (again) when built: modules that
     build them call this after each test, so other modules' copies and listings do not see it."""
     kinds.unregister(langgraph_items.LangGraphItem.kind)
+
+
+def items_storage_made(backend: Any, tenant: str | None) -> bool | None:
+    """Whether the item kind's storage (table, collections) exists, asked of the backend; None on a backend
+    that makes none (memory, file). A backend that never wrote it asks the engine, not its own cache."""
+    kind = langgraph_items.LangGraphItem.kind
+    name = backend.name
+    if name == "sqlite":
+        return backend._kind(kind) is not None
+    if name == "postgres":
+        return backend._readable(kind) is not None
+    if name == "chroma":
+        return run_sync(backend.operations.pair(kind, tenant, False)) is not None
+    if name == "qdrant":
+        return bool(run_sync(backend.operations._exists(kind)))
+    return None
 
 
 @contextmanager

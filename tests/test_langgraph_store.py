@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
-from tests.seed_kinds import forget_the_items_kind
+from tests.seed_kinds import forget_the_items_kind, items_storage_made
 
 import mnemostore
 from mnemostore.backends.memory import MemoryBackend
@@ -543,16 +543,6 @@ def test_async_batches(store: mnemostore.Store, url: str, facade: str) -> None:
     asyncio.run(scenario())
 
 
-def _items_table_made(store: mnemostore.Store) -> bool | None:
-    """Whether the items' table exists (SQLite, Postgres: made by `setup()` or the first put); None elsewhere."""
-    backend: Any = store.backend
-    if backend.name == "sqlite":
-        return backend._kind("langgraph_item") is not None
-    if backend.name == "postgres":
-        return backend._readable("langgraph_item") is not None
-    return None
-
-
 @pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
 def test_setup_makes_the_items_storage_before_the_first_put(store: mnemostore.Store, url: str, facade: str) -> None:
     """As LangGraph's `SqliteStore.setup()` and `PostgresStore.setup()`: the items' table exists before any
@@ -560,7 +550,7 @@ def test_setup_makes_the_items_storage_before_the_first_put(store: mnemostore.St
     from mnemostore.integrations.langgraph import MnemostoreSaver
 
     items(store)  # the kind registered, as a MnemostoreStore registers it
-    assert _items_table_made(store) in (False, None)
+    assert items_storage_made(store.backend, None) in (False, None)
     if facade == "Store":
         for _ in range(2):
             MnemostoreStore(store).setup()
@@ -573,7 +563,7 @@ def test_setup_makes_the_items_storage_before_the_first_put(store: mnemostore.St
                     await MnemostoreSaver(over).asetup()
 
         asyncio.run(scenario())
-    assert _items_table_made(store) in (True, None)
+    assert items_storage_made(store.backend, None) in (True, None)
     assert items(store).count() == 0 and store.checkpoints.count() == 0
     lg = MnemostoreStore(store)
     lg.put(("a",), "k", {"v": 1})

@@ -7,16 +7,14 @@ import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from tests.chroma_server import chroma_server
 from tests.postgres_server import PostgresTestServer, postgres_server
-from tests.seed_kinds import forget_the_items_kind
+from tests.seed_kinds import forget_the_items_kind, items_storage_made
 
 import mnemostore
-from mnemostore.core.calls import run_sync
 from mnemostore.core.capabilities import Capability
 from mnemostore.kinds.langgraph_items import LangGraphItem
 
@@ -24,20 +22,6 @@ __all__ = ["chroma_server", "postgres_server"]
 
 KIND = "langgraph_item"
 """An application's kind (its storage is made on demand, unlike the built-in kinds' tables)."""
-
-
-def _made(backend: Any) -> bool | None:
-    """Whether `KIND`'s storage exists, asked of a backend that never wrote it; None where nothing is made."""
-    name = backend.name
-    if name == "sqlite":
-        return backend._kind(KIND) is not None
-    if name == "postgres":
-        return backend._readable(KIND) is not None
-    if name == "chroma":
-        return run_sync(backend.operations.pair(KIND, "acme", False)) is not None
-    if name == "qdrant":
-        return bool(run_sync(backend.operations._exists(KIND)))
-    return None
 
 
 @pytest.fixture(params=["memory", "file", "sqlite", "postgres", "chroma", "chroma-server", "qdrant"])
@@ -71,7 +55,7 @@ def _reopened(url: str, check: Callable[[mnemostore.Store], object]) -> object:
 @pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
 def test_prepare_makes_a_kinds_storage_before_its_first_write(url: str, facade: str) -> None:
     with mnemostore.open(url, tenant="acme") as store:
-        assert _made(store.backend) in (False, None)
+        assert items_storage_made(store.backend, "acme") in (False, None)
         if facade == "Store":
             store.collection(KIND).prepare()
             store.collection(KIND).prepare()  # again: nothing changes
@@ -83,7 +67,7 @@ def test_prepare_makes_a_kinds_storage_before_its_first_write(url: str, facade: 
 
     if facade == "AsyncStore":
         asyncio.run(prepared())
-    assert _reopened(url, lambda store: _made(store.backend)) in (True, None)
+    assert _reopened(url, lambda store: items_storage_made(store.backend, "acme")) in (True, None)
     assert _reopened(url, lambda store: store.collection(KIND).count()) == 0
     with mnemostore.open(url, tenant="acme") as store:  # prepared before the store knew a dimension
         items = store.collection(KIND)
