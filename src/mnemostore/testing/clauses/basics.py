@@ -55,6 +55,20 @@ class BasicClauses(SpecimenFixtures):
         assert_same_records([collection.get(changed.id)], [changed])  # the old embedding is gone too
         assert collection.count(F.agent == make(kind, 1).agent) == 0
 
+    @since("1.13")
+    @each_kind_and_specimen
+    def test_prepare_leaves_a_kind_empty_and_writable(self, store: Store, kind: str) -> None:
+        """`Collection.prepare()` (`Backend.prepare`: a LangGraph store's or saver's `setup()`) makes the kind's
+        storage, or nothing; either way the kind reads empty, a second call changes nothing, and its first put
+        reads back."""
+        collection = store.collection(kind)
+        for _ in range(2):
+            collection.prepare()
+            assert collection.count() == 0 and collection.all() == []
+        written = batch(kind, 3)
+        collection.put(written)
+        assert_same_records(collection.all(order_by="id"), sorted(written, key=lambda r: r.id))
+
     @since("1.4")
     @each_kind_and_specimen
     def test_put_keeping_existing_records_writes_only_the_new_ones(self, store: Store, kind: str) -> None:
