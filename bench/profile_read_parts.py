@@ -1,6 +1,6 @@
 """Where a facade checkpoint read's instructions go, counted by callgrind as `profile_save` splits a save:
 the parts of `checkpoints.latest` and `checkpoints.get` (the statement alone, through the pool, the record
-rebuilt, `orjson.loads`) beside raw sqlite3's (`rawsqlite`) on the same state. `profile_read.py` counts
+rebuilt, its document decoded) beside raw sqlite3's (`rawsqlite`) on the same state. `profile_read.py` counts
 whole reads (the savers', the facade's, raw sqlite3's); this splits the facade's.
 
     python bench/profile_read_parts.py                          # every side, the varied 50 KB state
@@ -26,7 +26,8 @@ SIDES = ("latest_sql", "raw_latest_sql", "get_sql", "raw_get_sql", "latest_read"
 """The parts of `checkpoints.latest(run)` and `.get(id)` beside raw sqlite3's (the whole reads are
 `profile_read.py`'s `facade_*` and `raw_*` sides): each side's statement alone on a plain sqlite3
 connection (`_sql`), ours through the pool (`_read`: `Connections.one_read`), the record rebuilt from a
-fetched row (`decode`) and `orjson.loads` of its document."""
+fetched row (`decode`) and its document's fields alone (`loads`: `codec.stored_fields`, the JSON head and the
+state's msgpack of a framed document, as layout 7 stores it)."""
 
 
 def _run(side: str, state: dict[str, Any], n: int, where: Path) -> None:
@@ -45,9 +46,8 @@ def _run(side: str, state: dict[str, Any], n: int, where: Path) -> None:
             }
             _loop(raw[side], n)
         return
-    import orjson
-
     import mnemostore
+    from mnemostore.core.codec import stored_fields
 
     with mnemostore.open(f"sqlite:///{where / 'ours.db'}") as store:
         cps, backend = store.checkpoints, store.backend
@@ -66,7 +66,7 @@ def _run(side: str, state: dict[str, Any], n: int, where: Path) -> None:
                 "latest_read": lambda i: db.one_read(lambda c: c.execute(select.sql, latest_args).fetchall()),
                 "get_read": lambda i: db.one_read(lambda c: c.execute(get_sql, ["", ids[i % RUN]]).fetchall()),
                 "decode": lambda i: decode(row),
-                "loads": lambda i: orjson.loads(row[0]),
+                "loads": lambda i: stored_fields(row[0]),
             }
             _loop(ours[side], n)
 
