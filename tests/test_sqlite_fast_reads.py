@@ -1,6 +1,7 @@
 """The sqlite hot reads (`Connections.one_read`'s lock-free path, `one_row`, `get` by id and a shape's
 first record decoded straight): a busy statement is retried as before, any other error is a
-BackendError, no connection is lost or kept by a closed pool, and a read sees another store's writes."""
+BackendError, no connection is lost or kept by a closed pool, a read borrows the writer connection
+only when no write has it (and neither waits for the other), and a read sees another store's writes."""
 
 from __future__ import annotations
 
@@ -129,6 +130,107 @@ def test_a_read_racing_close_is_answered_or_refused_and_leaves_nothing_open(tmp_
         except sqlite3.ProgrammingError:
             continue
         raise AssertionError("a connection of a closed pool is still open")
+
+
+def _open(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return False
+    return True
+
+
+class _Blocked:
+    """A thread running `call(work)` whose work signals it started, then waits (at most `WAIT` s) to be
+    released: `released` says whether that came in time (a call that waited on it would not be)."""
+
+    WAIT = 20.0
+
+    def __init__(self, call: Any) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+        self.released = False
+        self.thread = threading.Thread(target=call, args=(self.work,))
+        self.thread.start()
+        assert self.started.wait(self.WAIT), "the blocked call never started"
+
+    def work(self, conn: sqlite3.Connection) -> None:
+        self.started.set()
+        self.released = self.release.wait(self.WAIT)
+
+    def end(self) -> None:
+        self.release.set()
+        self.thread.join(self.WAIT)
+
+
+def test_a_read_after_a_write_runs_on_the_writer_connection_and_needs_no_pooled_one(tmp_path: Path) -> None:
+    """With no write running, a read borrows the connection the writes use (its page cache is still valid
+    after their commits) and gives it back: it sees the write, and no pooled connection is opened."""
+    db = _pool(tmp_path / "x.db")
+    try:
+        db.one_write(lambda conn: conn.execute("CREATE TABLE t (x)").close())
+        db.one_write(lambda conn: conn.execute("INSERT INTO t VALUES (7)").close())
+        writer = db._writer
+        assert writer is not None
+        seen: list[sqlite3.Connection] = []
+
+        def read(conn: sqlite3.Connection) -> Any:
+            seen.append(conn)
+            return conn.execute("SELECT x FROM t").fetchall()
+
+        assert db.one_read(read) == [(7,)]
+        assert db.one_row("SELECT count(*) FROM t", ()) == (1,)
+        assert seen == [writer] and db._writer is writer and db._idle == []
+    finally:
+        db.close()
+    assert not _open(writer)
+
+
+def test_a_read_while_a_write_runs_takes_a_pooled_connection_without_waiting(tmp_path: Path) -> None:
+    """A read that comes while another thread's write holds the writer connection does not wait for it:
+    it runs on a pooled connection, on the snapshot before the write commits."""
+    db = _pool(tmp_path / "x.db")
+    try:
+        db.one_write(lambda conn: conn.execute("CREATE TABLE t (x)").close())
+        writer = db._writer
+
+        def write(work: Any) -> None:
+            db.write(lambda conn: (conn.execute("INSERT INTO t VALUES (1)").close(), work(conn)))
+
+        blocked = _Blocked(write)
+        try:
+            seen: list[sqlite3.Connection] = []
+            rows = db.one_read(lambda conn: (seen.append(conn), conn.execute("SELECT x FROM t").fetchall())[1])
+            assert rows == [] and seen[0] is not writer
+        finally:
+            blocked.end()
+        assert blocked.released  # the read did not wait for the write
+        assert db._writer is writer and db.one_row("SELECT count(*) FROM t", ()) == (1,)
+    finally:
+        db.close()
+
+
+def test_a_write_while_a_read_has_the_writer_connection_runs_on_another_and_none_is_lost(tmp_path: Path) -> None:
+    """A write that comes while a read has borrowed the writer connection does not wait for the read: it
+    takes a pooled connection. When the read ends every connection is the writer or idle, and closing
+    the pool closes them all."""
+    db = _pool(tmp_path / "x.db")
+    try:
+        db.one_write(lambda conn: conn.execute("CREATE TABLE t (x)").close())
+        borrowed = db._writer
+        assert borrowed is not None
+        blocked = _Blocked(db.one_read)
+        try:
+            assert db._writer is None  # lent to the blocked read
+            db.one_write(lambda conn: conn.execute("INSERT INTO t VALUES (1)").close())
+        finally:
+            blocked.end()
+        assert blocked.released  # the write did not wait for the read
+        kept = [conn for conn in [db._writer, *db._idle] if conn is not None]
+        assert borrowed in kept and len(kept) == len({id(conn) for conn in kept}) == 2
+        assert db.one_row("SELECT count(*) FROM t", ()) == (1,)
+    finally:
+        db.close()
+    assert not any(_open(conn) for conn in kept)
 
 
 @_SETTINGS
