@@ -89,7 +89,7 @@ def print_methods(runs: int, steps: int) -> None:
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from profile_save import callgrind_instructions
+    from profile_save import print_sides_per
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2)
@@ -105,21 +105,12 @@ def main() -> None:
     if args.methods:
         print_methods(max(args.runs, 6), args.steps)
         return
-    total = args.runs * args.steps
+    def script(side: str, runs: int, out: Path) -> list[str]:
+        return [__file__, "--run", side, "--runs", str(runs), "--steps", str(args.steps), "--dir", str(out)]
+
     with tempfile.TemporaryDirectory() as tmp:
         print(f"instructions per step, graph of {args.steps} steps ({args.runs} runs less 0, after 1)")
-        for side in args.sides.split(","):
-            counts = []
-            for runs in (0, args.runs):
-                out = Path(tmp) / f"{side}-{runs}"
-                out.mkdir()
-                script = [__file__, "--run", side, "--runs", str(runs), "--steps", str(args.steps), "--dir", str(out)]
-                counts.append(callgrind_instructions(script, out))
-            (main0, other0), (main1, other1) = counts
-            main_per, other_per = (main1 - main0) / total, (other1 - other0) / total
-            print(f"  {side:7s} main {main_per:11,.0f}  other threads {other_per:9,.0f}  "
-                  f"total {main_per + other_per:11,.0f}", flush=True)
-
+        print_sides_per(args.sides.split(","), script, args.runs, args.runs * args.steps, Path(tmp))
 
 if __name__ == "__main__":
     main()

@@ -99,6 +99,36 @@ def callgrind_instructions(script: list[str], out: Path) -> tuple[int, int]:
     return callgrind_totals(out)
 
 
+def instructions_per(script: Callable[[int], list[str]], n: int, per: int, where: Path) -> tuple[float, float]:
+    """(main thread, other threads) instructions per unit: `python *script(runs)` under callgrind with 0 and
+    `n` as its count (dumps in `where/0` and `where/<n>`), the difference divided by `per`."""
+    counts = []
+    for runs in (0, n):
+        out = where / str(runs)
+        out.mkdir(parents=True)
+        counts.append(callgrind_instructions(script(runs), out))
+    (main0, other0), (main1, other1) = counts
+    return (main1 - main0) / per, (other1 - other0) / per
+
+
+def print_sides_per(sides: list[str], script: Callable[[str, int, Path], list[str]], n: int, per: int, tmp: Path,
+                    after: Callable[[str, Path], None] | None = None) -> None:
+    """Each side's instructions per unit (`instructions_per` of `script(side, count, out)`), main thread and
+    others, a line a side; `after(side, where)` runs after its line (its dumps are in `where`)."""
+    width = max(map(len, sides))
+    for side in sides:
+        where = tmp / side
+
+        def side_script(count: int, side: str = side, where: Path = where) -> list[str]:
+            return script(side, count, where / str(count))
+
+        main_per, other_per = instructions_per(side_script, n, per, where)
+        print(f"  {side:{width}s}  main {main_per:11,.0f}  other threads {other_per:9,.0f}  "
+              f"total {main_per + other_per:11,.0f}", flush=True)
+        if after is not None:
+            after(side, where)
+
+
 def callgrind_prefix(out: Path) -> list[str]:
     """The command that runs what follows it under callgrind, a dump per thread in `out`."""
     return ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}/cg.%p"]

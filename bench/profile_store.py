@@ -71,24 +71,19 @@ def main() -> None:
     if args.run:
         _run(args.run, args.n, Path(args.dir))
         return
-    from profile_save import callgrind_instructions
+    from profile_save import print_sides_per
+
+    def script(side: str, n: int, out: Path) -> list[str]:
+        return [__file__, "--run", side, "--n", str(n), "--dir", str(out)]
+
+    def parts(side: str, where: Path) -> None:
+        split = [_parts(where / str(n)) for n in (0, args.n)]
+        print("  " + " " * len(side) + "  ".join(f"{name} {(split[1][name] - split[0][name]) / args.n:,.0f}"
+                                                for name in split[1]), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
         print(f"instructions per item ({args.n} items less 0, after {WARM})")
-        for side in args.sides.split(","):
-            counts = []
-            for n in (0, args.n):
-                out = Path(tmp) / f"{side}-{n}"
-                out.mkdir()
-                counts.append(callgrind_instructions([__file__, "--run", side, "--n", str(n), "--dir", str(out)], out))
-            (main0, other0), (main1, other1) = counts
-            main_per, other_per = (main1 - main0) / args.n, (other1 - other0) / args.n
-            print(f"  {side:14s} main {main_per:9,.0f}  other threads {other_per:7,.0f}  "
-                  f"total {main_per + other_per:9,.0f}", flush=True)
-            if args.parts:
-                split = [_parts(Path(tmp) / f"{side}-{n}") for n in (0, args.n)]
-                print("  " + " " * 14 + "  ".join(f"{name} {(split[1][name] - split[0][name]) / args.n:,.0f}"
-                                                   for name in split[1]), flush=True)
+        print_sides_per(args.sides.split(","), script, args.n, args.n, Path(tmp), parts if args.parts else None)
 
 
 def _parts(out: Path) -> dict[str, int]:
