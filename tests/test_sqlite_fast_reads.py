@@ -163,8 +163,9 @@ class _Blocked:
 
 
 def test_a_read_after_a_write_runs_on_the_writer_connection_and_needs_no_pooled_one(tmp_path: Path) -> None:
-    """With no write running, a read borrows the connection the writes use (its page cache is still valid
-    after their commits) and gives it back: it sees the write, and no pooled connection is opened."""
+    """With no write running, a read (one statement, or a snapshot of several) borrows the connection the
+    writes use (its page cache is still valid after their commits) and gives it back: it sees the write, and
+    no pooled connection is opened."""
     db = _pool(tmp_path / "x.db")
     try:
         db.one_write(lambda conn: conn.execute("CREATE TABLE t (x)").close())
@@ -178,8 +179,9 @@ def test_a_read_after_a_write_runs_on_the_writer_connection_and_needs_no_pooled_
             return conn.execute("SELECT x FROM t").fetchall()
 
         assert db.one_read(read) == [(7,)]
+        assert db.read(read) == [(7,)]  # a snapshot of several statements borrows it too
         assert db.one_row("SELECT count(*) FROM t", ()) == (1,)
-        assert seen == [writer] and db._writer is writer and db._idle == []
+        assert seen == [writer, writer] and db._writer is writer and db._idle == []
     finally:
         db.close()
     assert not _open(writer)

@@ -129,8 +129,7 @@ class Layout:
     def _vector_config(self, params: StoreParams) -> models.VectorParams:
         from qdrant_client import models
 
-        assert params.dimension is not None
-        return models.VectorParams(size=params.dimension, distance=distance(params.metric))
+        return models.VectorParams(**_dense(params))
 
     def _create(self, name: str, params: StoreParams | None, kind: str | None) -> None:
         vectors: dict[str, models.VectorParams] = {}
@@ -152,10 +151,9 @@ class Layout:
     def _add_vector(self, name: str, params: StoreParams) -> None:
         from qdrant_client import models
 
-        assert params.dimension is not None
-        dense = models.DenseVectorConfig(size=params.dimension, distance=distance(params.metric))
+        dense = models.DenseVectorNameConfig(dense=models.DenseVectorConfig(**_dense(params)))
         try:
-            self.handle.client.create_vector_name(name, VECTOR, models.DenseVectorNameConfig(dense=dense))
+            self.handle.client.create_vector_name(name, VECTOR, dense)
         except Exception:
             self.handle.collections.pop(name, None)
             if not self.has_vector_uncached(name):  # another process may have added it first
@@ -189,3 +187,10 @@ class Layout:
         }
         for field, field_type in fields.items():
             self.handle.client.create_payload_index(name, field_key(field), field_schema=schemas[field_type])
+
+
+def _dense(params: StoreParams) -> dict[str, Any]:
+    """The size and distance of the store's vector: what a collection's vector config (`VectorParams`) and
+    a vector added to a collection (`DenseVectorConfig`) are both made of."""
+    assert params.dimension is not None
+    return {"size": params.dimension, "distance": distance(params.metric)}

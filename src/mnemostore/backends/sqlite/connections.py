@@ -5,8 +5,8 @@ thread (or an executor behind an async twin) may run any call. Writers of one pr
 on a lock per file (`_writer_lock`), handed over at once; writers of other processes meet at
 SQLite's lock, taken up front (`BEGIN IMMEDIATE`) so they wait in its busy handler (which
 sleeps 1 ms and more between tries) instead of failing on a lock upgrade; a lock still busy
-is retried until `busy_timeout` runs out. Writes keep one connection (the writer); a single-statement
-read borrows it when no write has it, as its page cache outlives the writes' commits.
+is retried until `busy_timeout` runs out. Writes keep one connection (the writer); a read borrows it
+when no write has it, as its page cache outlives the writes' commits.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ class Connections:
     def one_read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` that issues a single reading statement: it is its own snapshot.
 
-        It runs on the writer connection when no write has it (`_borrow_writer`): that connection's page
+        It runs on the writer connection when no write has it (`_borrow_writer`, as every read does): its page
         cache stays valid across its own commits, where a pooled one's is dropped by each commit (a read
         after a write, an agent's every step, cost ~15 us more on a pooled one). Else on an idle pooled
         connection, taken without the pool's lock (a list's pop is atomic). Either way the busy retries are
@@ -270,12 +270,15 @@ class Connections:
             self._checkin(conn)
 
     def _transaction(self, begin: str | None, work: Callable[[sqlite3.Connection], T], writing: bool = False) -> T:
-        """Run `work` on a pooled connection (the writer connection when `writing`, under the writer lock).
-        It must not return a cursor: the cursor would reset its statement whenever it is freed, maybe
-        while another thread has the connection."""
+        """Run `work` on a pooled connection (the writer connection when `writing`, under the writer lock; a
+        read borrows it when no write has it, as `one_read` does). It must not return a cursor: the cursor
+        would reset its statement whenever it is freed, maybe while another thread has the connection."""
         deadline = time.monotonic() + self.busy_timeout
         delay = 0.001
-        conn = self._take_writer() if writing else self._checkout()  # not `with self.connection()`: ~3 us
+        give_back = self._give_writer if writing else self._return_writer
+        conn = self._take_writer() if writing else self._borrow_writer()
+        if conn is None:  # not `with self.connection()`: ~3 us
+            conn, give_back = self._checkout(), self._checkin
         try:
             while True:
                 try:
@@ -298,10 +301,7 @@ class Connections:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
         finally:
-            if writing:
-                self._give_writer(conn)
-            else:
-                self._checkin(conn)
+            give_back(conn)
 
     def error(self, exc: sqlite3.Error) -> BackendError:
         if is_busy(exc):
