@@ -16,6 +16,7 @@ from harness import Results, Row, at_least, median, timed_both
 from rawsqlite import connect, latest_checkpoint, load_checkpoint, save_checkpoint
 
 import mnemostore
+from mnemostore.core.protocol import LATEST_CHECKPOINT_ORDER
 
 Side = Callable[[dict[str, list[float]], dict[str, Any], int, int, Path], None]
 
@@ -57,6 +58,10 @@ def _bench_state(results: Results, state: dict[str, Any], kind: str, n: int, rep
                      baseline_name="sqlite3 SELECT by id", note=_cpu(m, "load", "raw_load"))),
         at_least(Row(f"checkpoint latest(run) {size} x{few:,}, run of {n:,}", m["latest"], m["raw_latest"], per=few,
                      baseline_name="sqlite3 ORDER BY seq DESC LIMIT 1", note=_cpu(m, "latest", "raw_latest"))),
+        at_least(Row(f"checkpoint latest(run) {size} x{few:,}, run of {n:,} roots (parent=None)", m["latest_roots"],
+                     m["raw_latest"], per=few, baseline_name="sqlite3 ORDER BY seq DESC LIMIT 1",
+                     note="every checkpoint of the run ties on sequence; "
+                          + _cpu(m, "latest_roots", "raw_latest"))),
         Row(f"checkpoint apply of a small update to {size} x{n:,}", m["apply"], m["save_latest"], per=n,
             baseline_name="save of the whole state, default parent",
             note="reads the latest checkpoint, folds {step, scratch} (last, merge), keeps the update beside the state"),
@@ -93,6 +98,8 @@ def _ours(timings: dict[str, list[float]], state: dict[str, Any], n: int, few: i
         _record(timings, "latest", lambda: [cps.latest("run-b") for _ in range(few)])
         latest = cps.latest("run-b")
         assert latest is not None and latest.state == state
+        _record(timings, "latest_roots", lambda: [cps.latest("run-a") for _ in range(few)])
+        assert cps.latest("run-a") == cps.first({"run_id": "run-a"}, order_by=LATEST_CHECKPOINT_ORDER)
         cps.save("run-c", state, parent=None)
         _record(timings, "apply", lambda: [cps.apply("run-c", _small_update(i), reducers=_REDUCERS) for i in range(n)])
         applied = cps.latest("run-c")

@@ -16,6 +16,7 @@ from mnemostore.backends.postgres import PostgresBackend
 from mnemostore.backends.postgres.layout import COMPRESS_AT, layout
 from mnemostore.backends.postgres.migrations import HISTORY
 from mnemostore.backends.postgres.sql_filters import order_by
+from mnemostore.core.filters import F
 from mnemostore.core.protocol import LATEST_CHECKPOINT_ORDER
 from mnemostore.core.store import Store
 from mnemostore.testing.clauses.checkpoints import SAVERS, assert_one_chain, save_concurrently
@@ -66,3 +67,25 @@ def test_the_latest_function_orders_as_core_defines_the_latest() -> None:
     ordering = function.split("ORDER BY ", 1)[1].split(" LIMIT", 1)[0]
     expected = order_by(layout("checkpoint", ""), LATEST_CHECKPOINT_ORDER).as_bytes(None).decode()
     assert ordering.replace("c.", "") == expected.replace('"', "")
+
+
+def test_latest_reads_the_run_index_first_entry_with_no_sort(store: Store) -> None:
+    """Since layout 7 the run index gives a run's checkpoints in `LATEST_CHECKPOINT_ORDER`: `latest`'s statement,
+    of a run and of a branch (the save's lookup function has the branch's), reads the index's first entry; the
+    (run_id, branch_id, sequence) index before it sorted the whole run. Sequential scans are off for the EXPLAIN:
+    a table this small would be scanned whatever its indexes."""
+    cps = store.checkpoints
+    for i in range(40):  # roots: every one ties on sequence
+        cps.save("run", {"i": i}, parent=None, branch=("main", "b")[i % 2])
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    kind_layout = backend._layout("checkpoint")
+    with closing(psycopg.connect(backend.conninfo(), autocommit=True)) as conn:
+        conn.execute("SET enable_seqscan = off")
+        for where, found in ((F.run_id == "run", cps.latest("run")),
+                             ((F.run_id == "run") & (F.branch_id == "main"), cps.latest("run", "main"))):
+            assert found == cps.query(where, order_by=LATEST_CHECKPOINT_ORDER).items[0]
+            condition, params = backend.statements.condition(kind_layout, where)
+            statement = backend.statements.ordered(kind_layout, condition, False, LATEST_CHECKPOINT_ORDER, True)
+            plan = "\n".join(row[0] for row in conn.execute(b"EXPLAIN " + statement, ["", *params, 1]))
+            assert "Index Scan using mnemo_checkpoint_run_latest" in plan and "Sort" not in plan, plan

@@ -45,7 +45,8 @@ from mnemostore.testing.factories import make, vectors
 __all__ = ["postgres_server"]
 
 IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs",
-       "postgres.0004_zstd_docs", "postgres.0005_payload_column", "postgres.0006_leaner_indexes"]
+       "postgres.0004_zstd_docs", "postgres.0005_payload_column", "postgres.0006_leaner_indexes",
+       "postgres.0007_latest_index"]
 ALL = [*IDS, STATE_HASH_MIGRATION_ID, LANGGRAPH_ITEMS_MIGRATION_ID]
 LIBRARY_DOWN = [LANGGRAPH_ITEMS_MIGRATION_ID, STATE_HASH_MIGRATION_ID]
 """mnemostore's own migrations, newest first (as `down` reverts them)."""
@@ -119,10 +120,11 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
         assert [(e.id, e.how, e.transactional) for e in status.applied] == [
             (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True),
             (IDS[3], "applied", True), (IDS[4], "applied", True), (IDS[5], "applied", False),
-            (STATE_HASH_MIGRATION_ID, "applied", False), (LANGGRAPH_ITEMS_MIGRATION_ID, "applied", False)]
+            (IDS[6], "applied", False), (STATE_HASH_MIGRATION_ID, "applied", False),
+            (LANGGRAPH_ITEMS_MIGRATION_ID, "applied", False)]
         assert status.current
     schema = schema_of(url)
-    assert layout_version(postgres_server, schema) == 6
+    assert layout_version(postgres_server, schema) == 7
     columns, indexes = catalog(postgres_server, schema)
     assert {name for name, _ in indexes} >= SCOPE_INDEXES
     with closing(connect(postgres_server)) as conn:
@@ -180,6 +182,12 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
         assert "mnemo_checkpoint_created" not in {name for name, _ in catalog(postgres_server, schema)[1]}
         assert runner.down() == [LANGGRAPH_ITEMS_MIGRATION_ID]
         assert runner.down() == [STATE_HASH_MIGRATION_ID]
+        assert {"mnemo_checkpoint_run_latest"} == {name for name, _ in catalog(postgres_server, schema)[1]
+                                                  if name.startswith("mnemo_checkpoint_run")}
+        assert runner.down() == [IDS[6]]
+        assert {"mnemo_checkpoint_run"} == {name for name, _ in catalog(postgres_server, schema)[1]
+                                           if name.startswith("mnemo_checkpoint_run")}
+        assert layout_version(postgres_server, schema) == 6
         assert runner.down() == [IDS[5]]
         assert "mnemo_checkpoint_created" in {name for name, _ in catalog(postgres_server, schema)[1]}
         assert layout_version(postgres_server, schema) == 5
@@ -312,18 +320,19 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
             assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied"),
                                                 (IDS[3], "applied"), (IDS[4], "applied"), (IDS[5], "applied"),
+                                                (IDS[6], "applied"),
                                                 (STATE_HASH_MIGRATION_ID, "applied"),
                                                 (LANGGRAPH_ITEMS_MIGRATION_ID, "applied")]
-    assert layout_version(postgres_server, schema) == 6
+    assert layout_version(postgres_server, schema) == 7
     after = catalog(postgres_server, schema)
     added_last = {column: n + 1 for n, column in enumerate(ADDED_COLUMNS)}
     assert after[0] == sorted([*before[0], *ADDED_COLUMNS], key=lambda c: (c[0], added_last.get(c, 0)))
-    assert {name for name, _ in after[1] - before[1]} == SCOPE_INDEXES
+    assert {name for name, _ in after[1] - before[1]} == {*SCOPE_INDEXES, "mnemo_checkpoint_run_latest"}
     with mnemostore.open(url) as store:  # current now: the default opens it
         assert store.outcomes.count() == len([r for r in expected_records(None) if r["kind"] == "outcome"])
 
 
-def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes_less_a_checkpoint_index(
+def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes_with_its_checkpoint_indexes_changed(
         postgres_server: PostgresTestServer) -> None:
     legacy = load_layout1(postgres_server)
     url = postgres_server.url(hnsw_ef_construction="64")  # the HNSW build setting the legacy store had
@@ -333,9 +342,10 @@ def test_fresh_layout_is_the_pre_ledger_layout_plus_the_scope_indexes_less_a_che
     new_columns, new_indexes = catalog(postgres_server, schema_of(url))
     assert [c for c in new_columns if c not in ADDED_COLUMNS] == old_columns
     assert set(ADDED_COLUMNS) <= set(new_columns)
-    assert {name for name, _ in new_indexes - old_indexes} == SCOPE_INDEXES
-    dropped = {(name, definition) for name, definition in old_indexes if name == "mnemo_checkpoint_created"}
-    assert len(dropped) == 1 and old_indexes - dropped <= new_indexes  # layout 6 drops it
+    assert {name for name, _ in new_indexes - old_indexes} == {*SCOPE_INDEXES, "mnemo_checkpoint_run_latest"}
+    dropped = {(name, definition) for name, definition in old_indexes
+               if name in ("mnemo_checkpoint_created", "mnemo_checkpoint_run")}
+    assert len(dropped) == 2 and old_indexes - dropped <= new_indexes  # layouts 6 and 7 drop them
     assert all(definition.endswith(" IS NOT NULL)") for name, definition in new_indexes if name in SCOPE_INDEXES)
 
 
@@ -364,7 +374,7 @@ def test_pre_ledger_code_refuses_a_store_with_newer_layout(postgres_server: Post
     url = postgres_server.url()
     mnemostore.open(url).close()
     names = old.Names(schema_of(url), "mnemo_", "public")
-    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 6"):
+    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 7"):
         old.create_tables(conn, names)
     with backend_at(url) as backend:
         Runner(backend).down(IDS[0])  # back to layout 1: what the old code knows
@@ -444,7 +454,7 @@ def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgr
         assert [c.parent_ids for c in chain] == [[], [chain[0].id], [chain[1].id]]
         assert get_byte0(raw_documents(postgres_server, schema, "checkpoint")[chain[2].id]) != b"{"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[1]) == [*LIBRARY_DOWN, IDS[5], IDS[4], IDS[3], IDS[2]]
+        assert Runner(backend).down(IDS[1]) == [*LIBRARY_DOWN, IDS[6], IDS[5], IDS[4], IDS[3], IDS[2]]
     assert layout_version(postgres_server, schema) == 2
     assert PARENT_COLUMN not in catalog(postgres_server, schema)[0]
     docs = raw_documents(postgres_server, schema, "checkpoint")
@@ -474,7 +484,7 @@ def test_layout4_zstd_documents_go_back_to_zlib_for_layout3_and_up_again(postgre
         saved = store.checkpoints.put([Checkpoint(run_id="run", state=big, state_hash="app-given")])[0]
     assert raw_documents(postgres_server, schema, "checkpoint")[saved.id][:4] == b"\x28\xb5\x2f\xfd"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[2]) == [*LIBRARY_DOWN, IDS[5], IDS[4], IDS[3]]
+        assert Runner(backend).down(IDS[2]) == [*LIBRARY_DOWN, IDS[6], IDS[5], IDS[4], IDS[3]]
     assert layout_version(postgres_server, schema) == 3
     stored = raw_documents(postgres_server, schema, "checkpoint")[saved.id]
     assert orjson.loads(zlib.decompress(stored))["state"] == big
@@ -505,7 +515,7 @@ def test_layout5_payloads_fold_into_documents_for_layout4_and_move_back(postgres
     assert packed[saved[1].id] == b"\x00" + varied and packed[saved[3].id] is None
     assert all(b"payload" not in inflate(doc) for doc in raw_documents(postgres_server, schema, "checkpoint").values())
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[3]) == [*LIBRARY_DOWN, IDS[5], IDS[4]]
+        assert Runner(backend).down(IDS[3]) == [*LIBRARY_DOWN, IDS[6], IDS[5], IDS[4]]
     assert layout_version(postgres_server, schema) == 4
     assert PAYLOAD_COLUMN not in catalog(postgres_server, schema)[0]
     docs = {id: orjson.loads(inflate(doc)) for id, doc in raw_documents(postgres_server, schema, "checkpoint").items()}

@@ -3,6 +3,7 @@ without a sort when its first key has no tie (`selects.first_key_indexed`); the 
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,3 +88,34 @@ def test_sync_get_and_latest_call_the_backend_straight_and_keep_the_facade_check
     for call in (lambda: cps.get(first.id), lambda: cps.latest("run")):
         with pytest.raises(StoreClosed):
             call()
+
+
+def test_latest_and_a_saves_parent_lookup_read_the_run_index_first_entry_with_no_sort(tmp_path: Path) -> None:
+    """Since layout 8 the checkpoints' run index gives a run's checkpoints in `LATEST_CHECKPOINT_ORDER`: the
+    statements of `latest` (of a run, of a branch) and of a save's parent lookup read its first entry, with no
+    sort of the checkpoints that tie on sequence (a run of roots), and answer as the sorted query does."""
+    from mnemostore.backends.sqlite.schema import LAYOUTS
+    from mnemostore.backends.sqlite.selects import Select
+    from mnemostore.backends.sqlite.sql_filters import where_sql
+
+    path = tmp_path / "store.db"
+    with mnemostore.open(f"sqlite:///{path}") as store:
+        cps = store.checkpoints
+        roots = {cps.save("run", {"i": i}, parent=None, branch=("main", "b")[i % 2]).id for i in range(40)}
+        for where, found in ((F.run_id == "run", cps.latest("run")),
+                             ((F.run_id == "run") & (F.branch_id == "main"), cps.latest("run", "main"))):
+            ordered = cps.query(where, order_by=LATEST_CHECKPOINT_ORDER).items
+            assert found == ordered[0] and {r.sequence for r in ordered} == {0} and found.id in roots
+        lookup = store.backend._kind("checkpoint").latest_parent  # type: ignore[attr-defined]
+    layout = LAYOUTS["checkpoint"]
+    statements = [(lookup, ["", "run", "main"])]
+    for where in (F.run_id == "run", (F.run_id == "run") & (F.branch_id == "main")):
+        condition, params = where_sql(layout, where)
+        select = Select.of(layout, where, condition, LATEST_CHECKPOINT_ORDER, 1, False)
+        statements.append((select.sql, ["", *params] * select.repeat))
+    conn = sqlite3.connect(path)
+    for sql, args in statements:
+        plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", args)]
+        assert any("mnemo_checkpoint_run_latest" in step for step in plan), plan
+        assert not any("TEMP B-TREE" in step for step in plan), plan
+    conn.close()

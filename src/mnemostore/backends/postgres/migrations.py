@@ -278,7 +278,33 @@ _LEANER_INDEXES = LayoutMigration(
     ),
 )
 
+_LATEST_INDEX = LayoutMigration(
+    "postgres.0007_latest_index",
+    backend="postgres",
+    description="a checkpoint's run index orders a run's checkpoints as latest() does (run_id, sequence DESC, "
+                "created_at DESC, id, then branch_id): a run's latest checkpoint is the index's first entry, where "
+                "the (run_id, branch_id, sequence) index sorted the whole run, and a branch's is the first entry "
+                "of that branch, read in the index; built CONCURRENTLY as layout 2's",
+    # The new index is built before the old one is dropped, so reads keep an index between the two
+    # statements; each commits on its own, as in layout 2.
+    atomic=False,
+    up=(
+        "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{name[checkpoint_run_latest]}",
+        "CREATE INDEX CONCURRENTLY {name[checkpoint_run_latest]} ON {schema}.{name[checkpoint]} "
+        "(tenant, run_id, sequence DESC, created_at DESC, id, branch_id)",
+        "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{name[checkpoint_run]}",
+        _set_layout_version(7),
+    ),
+    down=(
+        "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{name[checkpoint_run]}",
+        "CREATE INDEX CONCURRENTLY {name[checkpoint_run]} ON {schema}.{name[checkpoint]} "
+        "(tenant, run_id, branch_id, sequence)",
+        "DROP INDEX CONCURRENTLY IF EXISTS {schema}.{name[checkpoint_run_latest]}",
+        _set_layout_version(6),
+    ),
+)
+
 HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _SCOPE_INDEXES, _COMPRESSED_DOCS, _ZSTD_DOCS, _PAYLOAD_COLUMN,
-                                        _LEANER_INDEXES)
+                                        _LEANER_INDEXES, _LATEST_INDEX)
 NEWEST_LAYOUT_VERSION = len(HISTORY)
 """The `layout_version` the newest step sets; a store with a larger one is refused."""

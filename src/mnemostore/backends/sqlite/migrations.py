@@ -204,6 +204,27 @@ _FRAMED_STATES = LayoutMigration(
     down=_unframe_states,
 )
 
+_LATEST_INDEX = LayoutMigration(
+    "sqlite.0008_latest_index",
+    backend="sqlite",
+    description="a checkpoint's run index orders a run's checkpoints as latest() does (run_id, sequence, created_at, "
+                "id DESC, then branch_id): a run's or a branch's latest checkpoint is the index's first entry, with no "
+                "sort of the checkpoints that tie on sequence (a run of saves with parent=None)",
+    up=(
+        'DROP INDEX IF EXISTS "mnemo_checkpoint_run_id_sequence_branch_id"',
+        'CREATE INDEX IF NOT EXISTS "mnemo_checkpoint_run_latest" ON "mnemo_checkpoint" '
+        '(tenant, "run_id", "sequence", "created_at", "id" DESC, "branch_id")',
+        "PRAGMA user_version = 8",
+    ),
+    down=(
+        'DROP INDEX IF EXISTS "mnemo_checkpoint_run_latest"',
+        'CREATE INDEX IF NOT EXISTS "mnemo_checkpoint_run_id_sequence_branch_id" ON "mnemo_checkpoint" '
+        '(tenant, "run_id", "sequence", "branch_id")',
+        "PRAGMA user_version = 7",
+    ),
+)
+
 HISTORY: tuple[LayoutMigration, ...] = (
-    _TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS, _PAYLOAD_COLUMN, _LEANER_INDEXES, _BARE_PAYLOADS, _FRAMED_STATES)
+    _TABLES, _PROJECT_INDEXES, _COMPRESSED_DOCS, _PAYLOAD_COLUMN, _LEANER_INDEXES, _BARE_PAYLOADS, _FRAMED_STATES,
+    _LATEST_INDEX)
 NEWEST_USER_VERSION = len(HISTORY)

@@ -53,7 +53,8 @@ def _unique_first(layout: Layout, condition: str, order: Sequence[OrderKey], sor
     """The seq of the first record in `order` without a sort where it has no tie: the index gives the
     record with the first order key's first value, and a second lookup in it checks that no other
     matching record has that value (`IS`: NULLs tie, as they sort together); on a tie, `sorted_pick`
-    sorts them. A run's latest checkpoint: ~30k instructions of ~67k for the sorted statement."""
+    sorts them (a run's latest checkpoint on layout 7's run index: ~30k instructions of ~67k for the sorted
+    statement)."""
     key = layout.column(order[0].field)
     matching = f"FROM {layout.table} WHERE tenant = ? AND {condition}"
     return (f"SELECT CASE WHEN NOT EXISTS (SELECT 1 {matching} AND {key} IS top.{key} AND seq != top.seq) "
@@ -64,8 +65,9 @@ def _unique_first(layout: Layout, condition: str, order: Sequence[OrderKey], sor
 def first_key_indexed(layout: Layout, where: Expr | None, order: Sequence[OrderKey]) -> bool:
     """Whether an index of the kind orders the matching records by the first of several order keys, and
     none by them all: after the fields `where` fixes by == at its top level comes that key, and then
-    not the next one. SQLite would otherwise sort every record with the first key's first value; a
-    run's checkpoints by (sequence, created_at, id) on the (run_id, sequence, branch_id) index."""
+    not the next one. SQLite would otherwise sort every record with the first key's first value (a run's
+    checkpoints by (sequence, created_at, id) on layout 7's (run_id, sequence, branch_id) index; layout 8's
+    gives that whole order, `schema.CHANGED_INDEXES`)."""
     if len(order) < 2:
         return False
     terms = where.items if isinstance(where, And) else (where,)
