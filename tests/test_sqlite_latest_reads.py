@@ -1,23 +1,29 @@
-"""A sqlite `latest` (and any first-of-an-order read whose first key an index gives) finds the record
-without a sort when its first key has no tie (`selects.first_key_indexed`); the answer is the sorted one."""
+"""A sqlite `latest` finds the record without a sort: its run index gives `LATEST_CHECKPOINT_ORDER` (layout 8),
+and any other first-of-an-order read whose first key an index gives skips the sort when that key has no tie
+(`selects.first_key_indexed`); the answer is the sorted one."""
 
 from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mnemostore
-from mnemostore import F
+from mnemostore import F, register_kind
+from mnemostore.backends.sqlite.schema import LAYOUTS, Layout
+from mnemostore.backends.sqlite.selects import Select, first_key_indexed
+from mnemostore.backends.sqlite.sql_filters import where_sql
 from mnemostore.core.calls import run_sync
 from mnemostore.core.errors import StoreClosed, ValidationError
-from mnemostore.core.protocol import LATEST_CHECKPOINT_ORDER
+from mnemostore.core.kinds import kinds
+from mnemostore.core.protocol import LATEST_CHECKPOINT_ORDER, OrderKey
 
 _TIMES = [datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)]
 _STEPS = st.lists(st.tuples(st.sampled_from(["save", "root", "explicit", "put", "delete"]),
@@ -94,10 +100,6 @@ def test_latest_and_a_saves_parent_lookup_read_the_run_index_first_entry_with_no
     """Since layout 8 the checkpoints' run index gives a run's checkpoints in `LATEST_CHECKPOINT_ORDER`: the
     statements of `latest` (of a run, of a branch) and of a save's parent lookup read its first entry, with no
     sort of the checkpoints that tie on sequence (a run of roots), and answer as the sorted query does."""
-    from mnemostore.backends.sqlite.schema import LAYOUTS
-    from mnemostore.backends.sqlite.selects import Select
-    from mnemostore.backends.sqlite.sql_filters import where_sql
-
     path = tmp_path / "store.db"
     with mnemostore.open(f"sqlite:///{path}") as store:
         cps = store.checkpoints
@@ -119,3 +121,49 @@ def test_latest_and_a_saves_parent_lookup_read_the_run_index_first_entry_with_no
         assert any("mnemo_checkpoint_run_latest" in step for step in plan), plan
         assert not any("TEMP B-TREE" in step for step in plan), plan
     conn.close()
+
+
+class _Ranked(mnemostore.Record):
+    """An application's kind whose index gives its first order key only: `first` takes `_unique_first`."""
+
+    group: str
+    rank: int = 0
+
+    kind: ClassVar[str] = "latest_reads_ranked"
+    filterable: ClassVar[dict[str, type]] = {"group": str, "rank": int}
+    indexes: ClassVar[tuple[tuple[str, ...], ...]] = (("group", "rank"),)
+
+
+@pytest.fixture
+def ranked() -> Iterator[type[_Ranked]]:
+    register_kind(_Ranked)
+    yield _Ranked
+    kinds.unregister(_Ranked.kind)
+
+
+_RANKED_STEPS = st.lists(st.tuples(st.sampled_from(["put", "delete"]), st.sampled_from(["g", "h"]),
+                                   st.integers(0, 2), st.sampled_from(["a", "b", "c", "d", "e"])),
+                         min_size=1, max_size=20)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_RANKED_STEPS)
+def test_first_of_an_order_whose_first_key_an_index_gives_is_the_sorted_first_through_ties(
+        tmp_path_factory: object, ranked: type[_Ranked], steps: list[tuple[str, str, int, str]]) -> None:
+    """`first` in (rank DESC, id) of a group, where the kind's (group, rank) index gives the rank only, reads
+    the top rank without a sort when no other record has it, and sorts the ties: the sorted query's first."""
+    order = [OrderKey("rank", True), OrderKey("id", False)]
+    layout = Layout.of(ranked.kind)
+    where = F.group == "g"
+    assert first_key_indexed(layout, where, order)  # the path under test
+    path = Path(tmp_path_factory.mktemp("ranked")) / "store.db"  # type: ignore[attr-defined]
+    with mnemostore.open(f"sqlite:///{path}") as store:
+        records = store.collection(ranked)
+        for step, group, rank, id in steps:
+            if step == "put":
+                records.put([ranked(id=id, group=group, rank=rank)])
+            else:
+                records.delete(id)
+            for g in ("g", "h"):
+                ordered = records.query(F.group == g, order_by=order).items
+                assert records.first(F.group == g, order_by=order) == (ordered[0] if ordered else None)
