@@ -42,11 +42,12 @@ class Select:
                 pick, repeat = _unique_first(layout, condition, order, pick), 3
             return cls(f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE seq = ({pick})",
                        "first", repeat)
-        if limit is not None:
-            sql += " LIMIT ?"
         if by_id_range(where, order):  # the (tenant, id) index both selects and orders: no sorter to carry docs
+            sql += " LIMIT ?" if limit is not None else ""
             return cls(f"SELECT {layout.read_columns(vectors)} {sql[len('SELECT seq '):]}", "whole")
-        return cls(sql, "seqs")
+        if scoped_by_index(layout, where, order):  # `+id`: no index gives the order, so the scope's index is used
+            sql = sql.removesuffix(order_sql(layout, order)) + "+" + order_sql(layout, order)
+        return cls(sql + (" LIMIT ?" if limit is not None else ""), "seqs")
 
 
 def _unique_first(layout: Layout, condition: str, order: Sequence[OrderKey], sorted_pick: str) -> str:
@@ -81,6 +82,19 @@ def first_key_indexed(layout: Layout, where: Expr | None, order: Sequence[OrderK
             count += 1
         served = max(served, count)
     return served == 1
+
+
+def scoped_by_index(layout: Layout, where: Expr | None, order: Sequence[OrderKey]) -> bool:
+    """Whether a query ordered by id alone fixes by == at its top level the first field of an index (a
+    thread's checkpoints by `run_id`). SQLite would otherwise walk the whole tenant in the (tenant, id)
+    index to skip the sort, so a page of one thread cost what the store's size does (a LangGraph `list`
+    of a thread with no namespace, limit 10: 5.4 ms among 100 threads of 100); through the scope's index
+    it costs what the scope's size does (46 us), as SqliteSaver's does."""
+    if len(order) != 1 or order[0].field != "id" or where is None:
+        return False
+    terms = where.items if isinstance(where, And) else (where,)
+    fixed = {term.field[0] for term in terms if isinstance(term, Cmp) and term.op == "eq" and len(term.field) == 1}
+    return any(index[0] in fixed for index in layout.indexes)
 
 
 def by_id_range(where: Expr | None, order: Sequence[OrderKey]) -> bool:
