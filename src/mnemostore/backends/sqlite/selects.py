@@ -35,7 +35,8 @@ class Select:
         """The statement of a query: `where` is the filter `condition` (its SQL) was made from."""
         # Order and limit on seqs first: SQLite's sorter would otherwise carry every
         # matching document (a run's 50 KB checkpoints) through the sort.
-        sql = f"SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} ORDER BY {order_sql(layout, order)}"
+        head = f"SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} ORDER BY "
+        sql = head + order_sql(layout, order)
         if limit == 1:  # first(): one statement, its own snapshot
             pick, repeat = f"{sql} LIMIT 1", 1
             if first_key_indexed(layout, where, order):
@@ -46,7 +47,7 @@ class Select:
             sql += " LIMIT ?" if limit is not None else ""
             return cls(f"SELECT {layout.read_columns(vectors)} {sql[len('SELECT seq '):]}", "whole")
         if scoped_by_index(layout, where, order):  # `+id`: no index gives the order, so the scope's index is used
-            sql = sql.removesuffix(order_sql(layout, order)) + "+" + order_sql(layout, order)
+            sql = head + "+" + order_sql(layout, order)
         return cls(sql + (" LIMIT ?" if limit is not None else ""), "seqs")
 
 
@@ -87,9 +88,9 @@ def first_key_indexed(layout: Layout, where: Expr | None, order: Sequence[OrderK
 def scoped_by_index(layout: Layout, where: Expr | None, order: Sequence[OrderKey]) -> bool:
     """Whether a query ordered by id alone fixes by == at its top level the first field of an index (a
     thread's checkpoints by `run_id`). SQLite would otherwise walk the whole tenant in the (tenant, id)
-    index to skip the sort, so a page of one thread cost what the store's size does (a LangGraph `list`
-    of a thread with no namespace, limit 10: 5.4 ms among 100 threads of 100); through the scope's index
-    it costs what the scope's size does (46 us), as SqliteSaver's does."""
+    index to skip the sort, so a page of one thread cost what the store's size does (the statement of a
+    LangGraph `list` of a thread with no namespace, limit 10, among 100 threads of 100: 5.4 ms); through the
+    scope's index it costs what the scope's size does (46 us), as SqliteSaver's does."""
     if len(order) != 1 or order[0].field != "id" or where is None:
         return False
     terms = where.items if isinstance(where, And) else (where,)
