@@ -23,16 +23,15 @@ def test_a_page_of_one_run_by_id_reads_the_run_index_and_answers_as_the_model(tm
     path = tmp_path / "store.db"
     with mnemostore.open(f"sqlite:///{path}") as store:
         cps = store.checkpoints
-        saved: dict[str, list[str]] = {}
+        saved: dict[str, list[tuple[str, str]]] = {}  # run -> (id, branch) of each save
         for n in range(300):
-            run = f"run-{n % 30}"
-            saved.setdefault(run, []).append(cps.save(run, {"n": n}, branch=("main", "b")[n % 3 == 0]).id)
+            run, branch = f"run-{n % 30}", ("main", "b")[n % 3 == 0]
+            saved.setdefault(run, []).append((cps.save(run, {"n": n}, branch=branch).id, branch))
         for run in ("run-0", "run-17"):
             page = cps.query(F.run_id == run, order_by="-id", limit=4).items
-            assert [r.id for r in page] == sorted(saved[run], reverse=True)[:4]
+            assert [r.id for r in page] == sorted((id for id, _ in saved[run]), reverse=True)[:4]
             every = cps.query((F.run_id == run) & (F.branch_id != "b"), order_by="-id").items
-            assert [r.id for r in every] == sorted((r.id for r in cps.query(F.run_id == run).items
-                                                    if r.branch_id != "b"), reverse=True)
+            assert [r.id for r in every] == sorted((id for id, branch in saved[run] if branch != "b"), reverse=True)
     layout = LAYOUTS["checkpoint"]
     conn = sqlite3.connect(path)
     for where, scoped in (((F.run_id == "run-0") & (F.branch_id != "b"), True), (F.run_id == "run-0", True),

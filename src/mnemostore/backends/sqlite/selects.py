@@ -72,8 +72,7 @@ def first_key_indexed(layout: Layout, where: Expr | None, order: Sequence[OrderK
     gives that whole order, `schema.CHANGED_INDEXES`)."""
     if len(order) < 2:
         return False
-    terms = where.items if isinstance(where, And) else (where,)
-    fixed = {term.field[0] for term in terms if isinstance(term, Cmp) and term.op == "eq" and len(term.field) == 1}
+    fixed = _fixed_fields(where)
     fields = [key.field for key in order]
     served = 0
     for index in layout.indexes:
@@ -91,17 +90,28 @@ def scoped_by_index(layout: Layout, where: Expr | None, order: Sequence[OrderKey
     index to skip the sort, so a page of one thread cost what the store's size does (the statement of a
     LangGraph `list` of a thread with no namespace, limit 10, among 100 threads of 100: 5.4 ms); through the
     scope's index it costs what the scope's size does (46 us), as SqliteSaver's does."""
-    if len(order) != 1 or order[0].field != "id" or where is None:
+    if not _by_id_alone(order):
         return False
-    terms = where.items if isinstance(where, And) else (where,)
-    fixed = {term.field[0] for term in terms if isinstance(term, Cmp) and term.op == "eq" and len(term.field) == 1}
+    fixed = _fixed_fields(where)
     return any(index[0] in fixed for index in layout.indexes)
 
 
 def by_id_range(where: Expr | None, order: Sequence[OrderKey]) -> bool:
     """Whether a query is ordered by id alone and bounded by an id comparison at its top level
     (an id range, as the LangGraph saver reads a checkpoint with its writes)."""
-    if len(order) != 1 or order[0].field != "id":
-        return False
+    return _by_id_alone(order) and any(term.field == ("id",) and term.op != "ne" for term in _top_comparisons(where))
+
+
+def _by_id_alone(order: Sequence[OrderKey]) -> bool:
+    return len(order) == 1 and order[0].field == "id"
+
+
+def _top_comparisons(where: Expr | None) -> list[Cmp]:
+    """The comparisons `where` ANDs at its top level (itself, if it is one)."""
     terms = where.items if isinstance(where, And) else (where,)
-    return any(isinstance(term, Cmp) and term.field == ("id",) and term.op != "ne" for term in terms)
+    return [term for term in terms if isinstance(term, Cmp)]
+
+
+def _fixed_fields(where: Expr | None) -> set[str]:
+    """The fields `where` fixes by == at its top level."""
+    return {term.field[0] for term in _top_comparisons(where) if term.op == "eq" and len(term.field) == 1}
