@@ -15,12 +15,9 @@ from itertools import islice
 from typing import Annotated, Any, TypedDict
 
 from data import varied_messages
-from harness import Results, Row, at_least, median, timed_clean
+from harness import MIN_RUNS, Results, Row, at_least, median, timed_clean
 
 Saver = Any
-MIN_RUNS = 9
-"""Runs per side at least, whatever `--repeat` says: a run of 150 steps takes ~0.1 s, and one run's time
-moves by +-10% (GC, the other side's heap), so the medians of 3 runs moved the ratio from 0.92x to 1.05x."""
 
 
 class AgentState(TypedDict):

@@ -22,7 +22,7 @@ from case_graph import bench_graph
 from case_langgraph_store import bench_langgraph_store
 from case_postgres import postgres_server
 from data import checkpoint_state, varied_state
-from harness import Results, Row, at_least, median, timed_clean
+from harness import MIN_RUNS, Results, Row, at_least, median, timed_clean
 
 import mnemostore
 
@@ -151,7 +151,7 @@ def _bench_pair(results: Results, engine: str, theirs_name: str, pair: dict[str,
         assert loaded.checkpoint["channel_values"] == state, f"{who} did not give the state back"
         assert len(list(saver.list(_thread(f"warm-up{kind}")))) == 2, f"{who}: wrong list"
     sides = list(pair.items())
-    for r in range(repeat):
+    for r in range(max(repeat, MIN_RUNS)):
         # Alternate who goes first: the first side of a repeat grows the heap the second reuses.
         for who, saver in sides if r % 2 == 0 else sides[::-1]:
             _time_saver(t, who, saver, state, f"thread{kind}-{r}", n, few)

@@ -35,7 +35,7 @@ from case_postgres import PARTS, bench_postgres
 from case_put import bench_file_put, bench_file_single_put, bench_sqlite_put
 from case_qdrant import bench_qdrant
 from case_search import bench_search
-from harness import Results
+from harness import MIN_RUNS, Results
 
 import mnemostore
 
@@ -151,7 +151,8 @@ def main() -> int:
                 continue
             print(f"[{group}]", flush=True)
             run()
-    print(f"\nMedians of {repeat} runs; RATIO = mnemostore's speed / the baseline's (1.00x = as fast), "
+    print(f"\nMedians of {repeat} runs ({max(repeat, MIN_RUNS)} for the LangGraph savers' and the graph's rows); "
+          "RATIO = mnemostore's speed / the baseline's (1.00x = as fast), "
           f"measured in one run on the same data. Took {time.perf_counter() - started:.0f} s; "
           f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.\n")
     print(results.table())
