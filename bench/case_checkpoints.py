@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from case_langgraph import STATES, checkpoints, put_run, sqlite_saver
-from harness import Results, Row, at_least, median, timed_both
+from harness import MIN_RUNS, Results, Row, at_least, median, timed_both
 from rawsqlite import connect, latest_checkpoint, load_checkpoint, save_checkpoint
 
 import mnemostore
@@ -36,7 +36,7 @@ def _bench_state(results: Results, state: dict[str, Any], kind: str, n: int, rep
             sides.append(_sqlite_saver)
     except ImportError as exc:
         results.skipped(f"checkpoint save{kind} vs SqliteSaver.put", f"{type(exc).__name__}: {exc}"[:200])
-    for r in range(repeat):
+    for r in range(max(repeat, MIN_RUNS)):
         # Alternate the order: the first side of a repeat grows the heap that the next ones
         # reuse, which moved a side's time by up to 2x.
         for side in sides if r % 2 == 0 else sides[::-1]:

@@ -151,7 +151,7 @@ def main() -> int:
                 continue
             print(f"[{group}]", flush=True)
             run()
-    print(f"\nMedians of {repeat} runs ({max(repeat, MIN_RUNS)} for the LangGraph savers' and the graph's rows); "
+    print(f"\nMedians of {repeat} runs ({max(repeat, MIN_RUNS)} for the checkpoint, LangGraph saver and graph rows); "
           "RATIO = mnemostore's speed / the baseline's (1.00x = as fast), "
           f"measured in one run on the same data. Took {time.perf_counter() - started:.0f} s; "
           f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.\n")
