@@ -151,8 +151,8 @@ def main() -> int:
                 continue
             print(f"[{group}]", flush=True)
             run()
-    print(f"\nMedians of {repeat} runs ({max(repeat, MIN_RUNS)} for the checkpoint, LangGraph saver and graph rows); "
-          "RATIO = mnemostore's speed / the baseline's (1.00x = as fast), "
+    at_least_runs = f" ({MIN_RUNS} for the checkpoint, LangGraph saver and graph rows)" if repeat < MIN_RUNS else ""
+    print(f"\nMedians of {repeat} runs{at_least_runs}; RATIO = mnemostore's speed / the baseline's (1.00x = as fast), "
           f"measured in one run on the same data. Took {time.perf_counter() - started:.0f} s; "
           f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.\n")
     print(results.table())
