@@ -35,12 +35,12 @@ _STEPS = st.lists(st.tuples(st.sampled_from(["save", "root", "explicit", "put", 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=_STEPS)
 def test_latest_is_the_first_in_its_order_through_ties_deletes_tenants_and_other_stores(
-        tmp_path_factory: object, steps: list[tuple[str, int, str, int, str, datetime]]) -> None:
+        tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, str, int, str, datetime]]) -> None:
     """Two stores on one file and a third in another tenant save (default parent, roots, explicit
     parents: ties in sequence), put checkpoints with chosen sequences, times and ids (ties in all but
     the id, re-puts of one id) and delete the latest. After each step, every store's `latest` of the
     run and of each branch, and `first` in the same order, is the first of the sorted query."""
-    path = Path(tmp_path_factory.mktemp("latest")) / "store.db"  # type: ignore[attr-defined]
+    path = tmp_path_factory.mktemp("latest") / "store.db"
     url = f"sqlite:///{path}"
     with (mnemostore.open(url) as one, mnemostore.open(url) as two,
           mnemostore.open(url, tenant="other") as other):
@@ -149,14 +149,15 @@ _RANKED_STEPS = st.lists(st.tuples(st.sampled_from(["put", "delete"]), st.sample
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=_RANKED_STEPS)
 def test_first_of_an_order_whose_first_key_an_index_gives_is_the_sorted_first_through_ties(
-        tmp_path_factory: object, ranked: type[_Ranked], steps: list[tuple[str, str, int, str]]) -> None:
+        tmp_path_factory: pytest.TempPathFactory, ranked: type[_Ranked],
+        steps: list[tuple[str, str, int, str]]) -> None:
     """`first` in (rank DESC, id) of a group, where the kind's (group, rank) index gives the rank only, reads
     the top rank without a sort when no other record has it, and sorts the ties: the sorted query's first."""
     order = [OrderKey("rank", True), OrderKey("id", False)]
     layout = Layout.of(ranked.kind)
     where = F.group == "g"
     assert first_key_indexed(layout, where, order)  # the path under test
-    path = Path(tmp_path_factory.mktemp("ranked")) / "store.db"  # type: ignore[attr-defined]
+    path = tmp_path_factory.mktemp("ranked") / "store.db"
     with mnemostore.open(f"sqlite:///{path}") as store:
         records = store.collection(ranked)
         for step, group, rank, id in steps:

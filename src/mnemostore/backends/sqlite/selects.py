@@ -36,7 +36,8 @@ class Select:
         # Order and limit on seqs first: SQLite's sorter would otherwise carry every
         # matching document (a run's 50 KB checkpoints) through the sort.
         head = f"SELECT seq FROM {layout.table} WHERE tenant = ? AND {condition} ORDER BY "
-        sql = head + order_sql(layout, order)
+        order_by = order_sql(layout, order)
+        sql = head + order_by
         if limit == 1:  # first(): one statement, its own snapshot
             pick, repeat = f"{sql} LIMIT 1", 1
             if first_key_indexed(layout, where, order):
@@ -47,7 +48,7 @@ class Select:
             sql += " LIMIT ?" if limit is not None else ""
             return cls(f"SELECT {layout.read_columns(vectors)} {sql[len('SELECT seq '):]}", "whole")
         if scoped_by_index(layout, where, order):  # `+id`: no index gives the order, so the scope's index is used
-            sql = head + "+" + order_sql(layout, order)
+            sql = head + "+" + order_by
         return cls(sql + (" LIMIT ?" if limit is not None else ""), "seqs")
 
 
