@@ -1,0 +1,159 @@
+"""Instructions per `put_writes` on sqlite, counted by callgrind: `SqliteSaver` beside `MnemostoreSaver`, and
+ours with its layers taken off one at a time, down to a write of the same row made straight from the writes
+(what this row format costs with no layer around it).
+
+    python bench/profile_write_layers.py                  # the varied state, 100 calls
+    python bench/profile_write_layers.py --state repeated --sides theirs,ours,bespoke
+
+Sides, each one layer less than the one before:
+  theirs   `SqliteSaver.put_writes` (three rows of its writes table)
+  ours     `MnemostoreSaver.put_writes`
+  insert   the saver's records (`_writes`) through the backend's `_insert`: no facade (`_put_built`)
+  encode   the records encoded by the backend (`encode`, `one_insert`), run on a connection of this script's
+           own: no writer lock, pool or WAL bookkeeping (`Connections.one_write`)
+  records  the records' fields put into the row by hand: no encoder
+  bespoke  the same row (columns and document) made straight from the writes: no records
+
+Each side runs `--n` calls after `WARM` under callgrind (and once with none), with the garbage collector off
+and the WAL checkpoint thread never woken, so the counts repeat to ~0.1% between runs of one side. The
+bespoke side skips the text checks the saver makes (`mapping.write_records`): it is a floor, not a design.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sqlite3
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+WARM = 20
+SIDES = ("theirs", "ours", "insert", "encode", "records", "bespoke")
+_COLUMNS = ("tenant", "id", "run_id", "node_id", "sequence", "branch_id", "state_hash", "created_at", "updated_at",
+            "doc", "payload")
+"""The columns a write record fills (the others stay NULL), as `records` and `bespoke` insert them."""
+
+
+def _run(side: str, state: dict[str, Any], n: int, of: int, where: Path) -> None:
+    """WARM + n calls of `side` on a thread of WARM + `of` checkpoints (what callgrind counts: the runs of a
+    side differ in their calls alone)."""
+    from case_langgraph import _sqlite_savers, checkpoints, put_run, task_writes
+
+    from mnemostore.backends.sqlite import wal_checkpoints
+
+    wal_checkpoints.START = wal_checkpoints.LIMIT = 1 << 40  # the thread's work is not a call's
+    with _sqlite_savers(where) as pair:
+        saver = pair["theirs" if side == "theirs" else "ours"]
+        configs = put_run(saver, "run", checkpoints(saver, WARM + of, {"step": 0}))[:WARM + n]  # small: quick
+        writes = [(config, task_writes(state, i), str(uuid.uuid4())) for i, config in enumerate(configs)]
+        call = saver.put_writes if side in ("theirs", "ours") else _peeled(side, saver, where)
+        for config, task, task_id in writes[:WARM]:
+            call(config, task, task_id)
+        gc.collect()
+        gc.disable()
+        for config, task, task_id in writes[WARM:]:
+            call(config, task, task_id)
+
+
+def _peeled(side: str, saver: Any, where: Path) -> Callable[..., None]:
+    """`put_writes` with the layers above `side` taken off (the module's docstring)."""
+    backend = saver._sync.backend
+    prepared = backend._written_kind("checkpoint")
+    if side == "insert":
+        def insert(config: Any, task: Any, task_id: str) -> None:
+            records, keep = saver._writes(config, task, task_id, "")
+            backend._insert(prepared, records, keep)
+        return insert
+    conn = sqlite3.connect(where / "langgraph-ours.db", isolation_level=None, check_same_thread=False)
+    for pragma in ("PRAGMA synchronous = NORMAL", "PRAGMA cache_size = -16384", "PRAGMA mmap_size = 268435456",
+                   "PRAGMA wal_autocheckpoint = 0"):
+        conn.execute(pragma)
+    if side == "encode":
+        def encode(config: Any, task: Any, task_id: str) -> None:
+            records, keep = saver._writes(config, task, task_id, "")
+            conn.execute(*prepared.one_insert(prepared.encode(records[0]), keep)).close()
+        return encode
+    sql = (f"INSERT INTO mnemo_checkpoint ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+           " ON CONFLICT (tenant, id) DO NOTHING")
+    if side == "records":
+        return partial(_from_records, saver, conn, sql)
+    return partial(_bespoke, saver.serde, conn, sql)
+
+
+def _from_records(saver: Any, conn: sqlite3.Connection, sql: str, config: Any, task: Any, task_id: str) -> None:
+    import orjson
+
+    from mnemostore.core.codec import instant_micros
+
+    records, _ = saver._writes(config, task, task_id, "")
+    data = records[0].__dict__
+    document = data.copy()
+    del document["embedding"], document["payload"]
+    at = instant_micros(data["created_at"])
+    conn.execute(sql, ("", data["id"], data["run_id"], data["node_id"], 0, data["branch_id"], data["state_hash"],
+                       at, at, orjson.dumps(document), data["payload"])).close()
+
+
+def _bespoke(serde: Any, conn: sqlite3.Connection, sql: str, config: Any, task: Any, task_id: str) -> None:
+    import orjson
+    import xxhash
+    from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+    from mnemostore.core.codec import instant_micros
+    from mnemostore.integrations.langgraph import mapping
+
+    conf = config["configurable"]
+    thread, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+    owner = mapping.checkpoint_record_id(thread, ns, checkpoint_id)
+    parts, values, idxs = [], [], []
+    for position, (channel, value) in enumerate(task):
+        idx = WRITES_IDX_MAP.get(channel, position)
+        value_type, value_bytes = serde.dumps_typed(value)
+        parts.append([idx, channel, value_type, len(value_bytes)])
+        values.append(value_bytes)
+        idxs.append(idx)
+    state = {"format": mapping.WRITES_FORMAT, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
+             "task_id": task_id, "task_path": "", "writes": parts}
+    now = mapping.write_stamp()
+    write_id = mapping.call_write_id(owner, task_id, idxs)
+    state_hash = xxhash.xxh3_128_hexdigest(orjson.dumps(state, option=orjson.OPT_SORT_KEYS))
+    document = orjson.dumps({
+        "id": write_id, "tenant_id": None, "agent": None, "project_id": None, "created_at": now, "updated_at": now,
+        "metadata": {}, "run_id": thread, "node_id": owner, "sequence": 0, "branch_id": mapping.WRITES_BRANCH,
+        "parent_ids": [owner], "state": state, "update": None, "state_hash": state_hash})
+    at = instant_micros(now)
+    conn.execute(sql, ("", write_id, thread, owner, 0, mapping.WRITES_BRANCH, state_hash, at, at, document,
+                       b"".join(values))).close()
+
+
+def main() -> None:
+    here = Path(__file__).resolve().parent
+    sys.path.insert(0, str(here))
+    from data import checkpoint_state, varied_state
+    from profile_save import callgrind_arguments, print_sides_per
+
+    parser = callgrind_arguments(__doc__, 100, ",".join(SIDES))
+    parser.add_argument("--of", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    state = varied_state() if args.state == "varied" else checkpoint_state()
+    if args.run:
+        _run(args.run, state, args.n, args.of, Path(args.dir))
+        return
+
+    def script(side: str, count: int, out: Path) -> list[str]:
+        out.mkdir(parents=True, exist_ok=True)
+        return [__file__, "--run", side, "--state", args.state, "--n", str(count), "--of", str(args.n),
+                "--dir", str(out)]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"instructions per put_writes, {args.state} state ({args.n} calls less 0, after {WARM})")
+        print_sides_per(args.sides.split(","), script, args.n, args.n, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
