@@ -15,8 +15,9 @@ Sides, each one layer less than the one before:
   bespoke  the same row (columns and document) made straight from the writes: no records
 
 Each side runs `--n` calls after `WARM` under callgrind (and once with none), with the garbage collector off
-and the WAL checkpoint thread never woken, so the counts repeat to ~0.1% between runs of one side. The
-bespoke side skips the text checks the saver makes (`mapping.write_records`): it is a floor, not a design.
+and the WAL checkpoint thread never woken, so that a side counts alike run after run (in the script this
+came from, two runs of 100 calls differed by 5 instructions a call); it takes ~10 minutes. The bespoke side
+skips the text checks the saver makes (`mapping.write_records`): it is a floor, not a design.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import orjson
+import xxhash
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+from mnemostore.core.codec import instant_micros
+from mnemostore.integrations.langgraph import mapping
 
 WARM = 20
 SIDES = ("theirs", "ours", "insert", "encode", "records", "bespoke")
@@ -86,10 +94,6 @@ def _peeled(side: str, saver: Any, where: Path) -> Callable[..., None]:
 
 
 def _from_records(saver: Any, conn: sqlite3.Connection, sql: str, config: Any, task: Any, task_id: str) -> None:
-    import orjson
-
-    from mnemostore.core.codec import instant_micros
-
     records, _ = saver._writes(config, task, task_id, "")
     data = records[0].__dict__
     document = data.copy()
@@ -100,13 +104,6 @@ def _from_records(saver: Any, conn: sqlite3.Connection, sql: str, config: Any, t
 
 
 def _bespoke(serde: Any, conn: sqlite3.Connection, sql: str, config: Any, task: Any, task_id: str) -> None:
-    import orjson
-    import xxhash
-    from langgraph.checkpoint.base import WRITES_IDX_MAP
-
-    from mnemostore.core.codec import instant_micros
-    from mnemostore.integrations.langgraph import mapping
-
     conf = config["configurable"]
     thread, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
     owner = mapping.checkpoint_record_id(thread, ns, checkpoint_id)
