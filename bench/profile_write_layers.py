@@ -9,8 +9,8 @@ Sides, each one layer less than the one before:
   theirs   `SqliteSaver.put_writes` (three rows of its writes table)
   ours     `MnemostoreSaver.put_writes`
   insert   the saver's records (`_writes`) through the backend's `_insert`: no facade (`_put_built`)
-  encode   the records encoded by the backend (`encode`, `one_insert`), run on a connection of this script's
-           own: no writer lock, pool or WAL bookkeeping (`Connections.one_write`)
+  encode   the records encoded by the backend (`encode`, `one_insert`), run on a connection of the script's own
+           (made as the store makes its): no writer lock, pool or WAL bookkeeping (`Connections.one_write`)
   records  the records' fields put into the row by hand: no encoder
   bespoke  the same row (columns and document) made straight from the writes: no records
 
@@ -57,9 +57,9 @@ def _run(side: str, state: dict[str, Any], n: int, of: int, where: Path) -> None
     wal_checkpoints.START = wal_checkpoints.LIMIT = 1 << 40  # the thread's work is not a call's
     with _sqlite_savers(where) as pair:
         saver = pair["theirs" if side == "theirs" else "ours"]
-        configs = put_run(saver, "run", checkpoints(saver, WARM + of, {"step": 0}))[:WARM + n]  # small: quick
+        configs = put_run(saver, "run", checkpoints(saver, WARM + of, {"step": 0}))[:WARM + n]  # not read by a write
         writes = [(config, task_writes(state, i), str(uuid.uuid4())) for i, config in enumerate(configs)]
-        call = saver.put_writes if side in ("theirs", "ours") else _peeled(side, saver, where)
+        call = saver.put_writes if side in ("theirs", "ours") else _peeled(side, saver)
         for config, task, task_id in writes[:WARM]:
             call(config, task, task_id)
         gc.collect()
@@ -68,7 +68,7 @@ def _run(side: str, state: dict[str, Any], n: int, of: int, where: Path) -> None
             call(config, task, task_id)
 
 
-def _peeled(side: str, saver: Any, where: Path) -> Callable[..., None]:
+def _peeled(side: str, saver: Any) -> Callable[..., None]:
     """`put_writes` with the layers above `side` taken off (the module's docstring)."""
     backend = saver._sync.backend
     prepared = backend._written_kind("checkpoint")
@@ -77,10 +77,7 @@ def _peeled(side: str, saver: Any, where: Path) -> Callable[..., None]:
             records, keep = saver._writes(config, task, task_id, "")
             backend._insert(prepared, records, keep)
         return insert
-    conn = sqlite3.connect(where / "langgraph-ours.db", isolation_level=None, check_same_thread=False)
-    for pragma in ("PRAGMA synchronous = NORMAL", "PRAGMA cache_size = -16384", "PRAGMA mmap_size = 268435456",
-                   "PRAGMA wal_autocheckpoint = 0"):
-        conn.execute(pragma)
+    conn = backend.db._connect()  # the store's settings: autocommit, its pragmas
     if side == "encode":
         def encode(config: Any, task: Any, task_id: str) -> None:
             records, keep = saver._writes(config, task, task_id, "")
@@ -143,7 +140,6 @@ def main() -> None:
         return
 
     def script(side: str, count: int, out: Path) -> list[str]:
-        out.mkdir(parents=True, exist_ok=True)
         return [__file__, "--run", side, "--state", args.state, "--n", str(count), "--of", str(args.n),
                 "--dir", str(out)]
 
