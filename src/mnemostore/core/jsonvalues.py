@@ -182,6 +182,12 @@ def _take(value: Any) -> tuple[Any, bytes, memoryview] | None:
     return proven
 
 
+def is_proven(value: Any) -> bool:
+    """Whether something is remembered for this very object (`take_proven` would give it), left remembered."""
+    proven = _proven
+    return proven is not None and proven[0] is value
+
+
 def forget_proven() -> None:
     """Drop what was remembered: a record handed in by a caller may have changed since it was proven."""
     global _proven

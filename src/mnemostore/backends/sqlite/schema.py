@@ -30,6 +30,7 @@ import orjson
 from ...core import codec
 from ...core.compression import COMPRESS_AT, PAYS_AT, Verdicts, deflate, pack_bare_payload, unpack_payload
 from ...core.field_puts import UNSET, unfit_fields
+from ...core.jsonvalues import is_proven
 from ...core.kinds import record_type, secondary_indexes
 from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import KINDS, Checkpoint, Record
@@ -69,6 +70,18 @@ def sql_value(field_type: type, value: Any) -> Any:
     if field_type is bool:
         return int(value)
     return value
+
+
+BOUND_COPY = 4096
+"""Bytes shorter than this are bound as a bytearray (`bound`)."""
+
+
+def bound(value: bytes) -> bytes | bytearray:
+    """A BLOB value as sqlite3 binds it cheapest, the same BLOB either way: it binds a bytearray as it is
+    but first tries to adapt bytes (two failed attribute lookups), so a short value goes as a copy (a
+    LangGraph `put_writes` binds two: 302k -> 284k instructions); a long one as it is, where the copy would
+    cost more time. A vector goes as `bytearray(array)`: one copy, where `tobytes()` also made one."""
+    return bytearray(value) if len(value) < BOUND_COPY else value
 
 
 @dataclass(frozen=True)
@@ -250,16 +263,33 @@ class Layout:
         if self.plain_documents:
             return _plain_encoder(get_plain, converters, documents)
 
+        default, micros, apart = codec.json_default, codec.instant_micros, ("embedding", *binary)
+        times = [name for name, _ in converters] == ["created_at", "updated_at"]
+
         def encode(record: Record) -> tuple[Any, ...]:
             data = record.__dict__
-            converted = [None if (value := data[name]) is None else conv(value) for name, conv in converters]
+            if times:  # a new record's update time is its creation time: converted once
+                created, updated = data["created_at"], data["updated_at"]
+                at = None if created is None else micros(created)
+                later = at if updated is created else None if updated is None else micros(updated)
+                converted: Sequence[Any] = (at, later)
+            else:
+                converted = [None if (value := data[name]) is None else conv(value) for name, conv in converters]
             embedding = data["embedding"]
             metadata = data["metadata"]
+            state = data.get("state")
+            if state is None or not is_proven(state):  # `encode_document`'s JSON, its calls saved (~4k instructions)
+                document = data.copy()
+                for name in apart:
+                    del document[name]
+                stored = dumps(document, default=default)
+            else:
+                stored = encode_document(record, binary)
+            if len(stored) >= COMPRESS_AT:
+                stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
             return (data["tenant_id"] or "", *get_plain(data), *converted,
-                    None if embedding is None else embedding.tobytes(),
-                    dumps(metadata).decode() if metadata else None,
-                    deflate(encode_document(record, binary), pays_at=PAYS_AT, verdicts=documents),
-                    *packed(data))
+                    None if embedding is None else bytearray(embedding),
+                    dumps(metadata).decode() if metadata else None, bound(stored), *packed(data))
 
         return encode
 
@@ -269,9 +299,7 @@ def _plain_encoder(get_plain: Callable[[dict[str, Any]], tuple[Any, ...]],
                    documents: Verdicts) -> Callable[[Record], tuple[Any, ...]]:
     """`row_encoder` for a kind with no bytes fields and no checkpoint `state` (items, heuristics, an
     application's kinds): the same row, its document dumped here as `codec.encode_document` dumps it,
-    without the calls that look for what such a record never holds (~1 us of ~3 a record). The document
-    goes as a bytearray, the same BLOB: sqlite3 binds one as it is, but tries to adapt bytes first (~3k
-    instructions, two failed attribute lookups), more than the copy costs."""
+    without the calls that look for what such a record never holds (~1 us of ~3 a record)."""
     dumps, default = orjson.dumps, codec.json_default
     names = [name for name, _ in converters]
     if names != ["created_at", "updated_at"]:
@@ -285,9 +313,9 @@ def _plain_encoder(get_plain: Callable[[dict[str, Any]], tuple[Any, ...]],
             document = data.copy()
             del document["embedding"]
             return (data["tenant_id"] or "", *get_plain(data), *encode_times(data),
-                    None if embedding is None else embedding.tobytes(),
+                    None if embedding is None else bytearray(embedding),
                     dumps(metadata).decode() if metadata else None,
-                    bytearray(deflate(dumps(document, default=default), pays_at=PAYS_AT, verdicts=documents)))
+                    bound(deflate(dumps(document, default=default), pays_at=PAYS_AT, verdicts=documents)))
 
         return encode
     micros = codec.instant_micros
@@ -317,8 +345,8 @@ def _plain_encoder(get_plain: Callable[[dict[str, Any]], tuple[Any, ...]],
             stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
         return (data["tenant_id"] or "", *get_plain(data), at,
                 at if updated is created else None if updated is None else micros(updated),  # a new record's
-                None if embedding is None else embedding.tobytes(), dumps(metadata).decode() if metadata else None,
-                bytearray(stored))
+                None if embedding is None else bytearray(embedding), dumps(metadata).decode() if metadata else None,
+                bound(stored))
 
     return encode_shared
 
@@ -411,7 +439,7 @@ class FieldRows:
                     stored = dumps(document, default=default)
                     if len(stored) >= COMPRESS_AT:
                         stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
-                    made.append((*head, *get_own(data), *meta, bytearray(stored)))
+                    made.append((*head, *get_own(data), *meta, bound(stored)))
             except (TypeError, KeyError):
                 raise unfit_fields(each, own) from None
             return made
@@ -457,10 +485,10 @@ def _binary_packer(fields: list[tuple[str, Verdicts]]) -> Callable[[dict[str, An
 
         def one(data: dict[str, Any]) -> tuple[Any, ...]:
             value = data[name]
-            return (None if value is None else pack_bare_payload(value, verdicts),)
+            return (None if value is None else bound(pack_bare_payload(value, verdicts)),)
 
         return one
-    return lambda data: tuple(None if (value := data[name]) is None else pack_bare_payload(value, verdicts)
+    return lambda data: tuple(None if (value := data[name]) is None else bound(pack_bare_payload(value, verdicts))
                               for name, verdicts in fields)
 
 
@@ -495,8 +523,9 @@ class KindSQL:
         if not rows:
             return plain, rows
         first = rows[0]
+        count = len(rows)
         nulls = tuple([i for i in self.nullable if first[i] is None and  # a None of the first row's: in all?
-                       set(map(operator.itemgetter(i), rows)) == _ONLY_NONE])
+                       list(map(operator.itemgetter(i), rows)).count(None) == count])  # (a bytearray: unhashable)
         if not nulls:
             return plain, rows
         key = (keep_existing, nulls)
@@ -576,7 +605,6 @@ class KindSQL:
                    documents)
 
 
-_ONLY_NONE = {None}
 _NONES = itertools.repeat(None)
 
 SMALL_BATCH = 8
