@@ -94,15 +94,14 @@ def _count(script: str, side: str, which: str, n: int, where: Path) -> tuple[int
 
 def callgrind_instructions(script: list[str], out: Path) -> tuple[int, int]:
     """(main thread, other threads) instructions of `python *script` under callgrind, its dumps in `out`."""
-    _compile_first()
     subprocess.run([*callgrind_prefix(out), sys.executable, *script], check=True, capture_output=True,
                    env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONHASHSEED": "0"})
     return callgrind_totals(out)
 
 
 @cache
-def _compile_first() -> None:
-    """Write mnemostore's and the bench's bytecode caches before any counted run: in a fresh tree (a git
+def compile_first() -> None:
+    """Write mnemostore's and the bench's bytecode caches before any measured run: in a fresh tree (a git
     worktree) or after an edit, the first run compiles those modules, ~2-5M instructions, and `instructions_per`
     took them off the calls' count (its run of 0 calls goes first): a side looked ~40k a call cheaper at 60."""
     import compileall
@@ -144,7 +143,9 @@ def print_sides_per(sides: list[str], script: Callable[[str, int, Path], list[st
 
 
 def callgrind_prefix(out: Path) -> list[str]:
-    """The command that runs what follows it under callgrind, a dump per thread in `out`."""
+    """The command that runs what follows it under callgrind, a dump per thread in `out` (the bytecode
+    caches written first: `compile_first`)."""
+    compile_first()
     return ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}/cg.%p"]
 
 
