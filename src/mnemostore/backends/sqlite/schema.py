@@ -263,7 +263,7 @@ class Layout:
         if self.plain_documents:
             return _plain_encoder(get_plain, converters, documents)
 
-        default, micros, apart = codec.json_default, codec.instant_micros, ("embedding", *binary)
+        micros, plain_document = codec.instant_micros, codec.plain_document
         times = [name for name, _ in converters] == ["created_at", "updated_at"]
 
         def encode(record: Record) -> tuple[Any, ...]:
@@ -278,11 +278,8 @@ class Layout:
             embedding = data["embedding"]
             metadata = data["metadata"]
             state = data.get("state")
-            if state is None or not is_proven(state):  # `encode_document`'s JSON, its calls saved (~4k instructions)
-                document = data.copy()
-                for name in apart:
-                    del document[name]
-                stored = dumps(document, default=default)
+            if state is None or not is_proven(state):  # `encode_document`'s JSON, fewer calls (~4k instructions)
+                stored = plain_document(data, binary)
             else:
                 stored = encode_document(record, binary)
             if len(stored) >= COMPRESS_AT:
