@@ -13,6 +13,7 @@ Sides, each one layer less than the one before:
            no writer lock, pool or WAL bookkeeping (`Connections.one_write`)
   records  the records' fields put into the row by hand: no encoder
   bespoke  the same row (columns and document) made straight from the writes: no records
+The write rows are the `langgraph_write` kind's (writes format 5; format 4 wrote a checkpoint row).
 
 Each side runs `--n` calls after `WARM` under callgrind (and once with none), with the garbage collector off
 and the WAL checkpoint thread never woken, so that a side counts alike run after run (in the script this
@@ -34,16 +35,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import xxhash
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from mnemostore.core.codec import instant_micros
 from mnemostore.integrations.langgraph import mapping
+from mnemostore.kinds import langgraph_ids
 
 WARM = 20
 SIDES = ("theirs", "ours", "insert", "encode", "records", "bespoke")
-_COLUMNS = ("tenant", "id", "run_id", "node_id", "sequence", "branch_id", "state_hash", "created_at", "updated_at",
-            "doc", "payload")
+_COLUMNS = ("tenant", "id", "thread", "owner", "created_at", "updated_at", "doc", "payload")
 """The columns a write record fills (the others stay NULL), as `records` and `bespoke` insert them."""
 
 
@@ -71,7 +71,7 @@ def _run(side: str, state: dict[str, Any], n: int, of: int, where: Path) -> None
 def _peeled(side: str, saver: Any) -> Callable[..., None]:
     """`put_writes` with the layers above `side` taken off (the module's docstring)."""
     backend = saver._sync.backend
-    prepared = backend._written_kind("checkpoint")
+    prepared = backend._written_kind("langgraph_write")
     if side == "insert":
         def insert(config: Any, task: Any, task_id: str) -> None:
             records, keep = saver._writes(config, task, task_id, "")
@@ -88,7 +88,7 @@ def _peeled(side: str, saver: Any) -> Callable[..., None]:
             records, keep = saver._writes(config, task, task_id, "")
             conn.execute(*prepared.one_insert(prepared.encode(records[0]), keep)).close()
         return encode
-    sql = (f"INSERT INTO mnemo_checkpoint ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+    sql = (f"INSERT INTO mnemo_langgraph_write ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
            " ON CONFLICT (tenant, id) DO NOTHING")
     if side == "records":
         return partial(_from_records, saver, conn, sql)
@@ -101,8 +101,8 @@ def _from_records(saver: Any, conn: sqlite3.Connection, sql: str, config: Any, t
     document = data.copy()
     del document["embedding"], document["payload"]
     at = instant_micros(data["created_at"])
-    conn.execute(sql, ("", data["id"], data["run_id"], data["node_id"], 0, data["branch_id"], data["state_hash"],
-                       at, at, orjson.dumps(document), data["payload"])).close()
+    conn.execute(sql, ("", data["id"], data["thread"], data["owner"], at, at, bytearray(orjson.dumps(document)),
+                       data["payload"])).close()
 
 
 def _bespoke(serde: Any, conn: sqlite3.Connection, sql: str, config: Any, task: Any, task_id: str) -> None:
@@ -116,18 +116,14 @@ def _bespoke(serde: Any, conn: sqlite3.Connection, sql: str, config: Any, task: 
         parts.append([idx, channel, value_type, len(value_bytes)])
         values.append(value_bytes)
         idxs.append(idx)
-    state = {"format": mapping.WRITES_FORMAT, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
-             "task_id": task_id, "task_path": "", "writes": parts}
     now = mapping.write_stamp()
-    write_id = mapping.call_write_id(owner, task_id, idxs)
-    state_hash = xxhash.xxh3_128_hexdigest(orjson.dumps(state, option=orjson.OPT_SORT_KEYS))
+    write_id = langgraph_ids.write_id(langgraph_ids.checkpoint_writes_prefix(thread, ns, checkpoint_id), task_id, idxs)
     document = orjson.dumps({
         "id": write_id, "tenant_id": None, "agent": None, "project_id": None, "created_at": now, "updated_at": now,
-        "metadata": {}, "run_id": thread, "node_id": owner, "sequence": 0, "branch_id": mapping.WRITES_BRANCH,
-        "parent_ids": [owner], "state": state, "update": None, "state_hash": state_hash})
+        "metadata": {}, "thread": thread, "owner": owner, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
+        "task_id": task_id, "task_path": "", "writes": parts})
     at = instant_micros(now)
-    conn.execute(sql, ("", write_id, thread, owner, 0, mapping.WRITES_BRANCH, state_hash, at, at, document,
-                       b"".join(values))).close()
+    conn.execute(sql, ("", write_id, thread, owner, at, at, bytearray(document), b"".join(values))).close()
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
-"""The kinds mnemostore ships (`mnemostore.kinds.workflow`, `.alma`, `.langgraph_items`), registered for a test and
-forgotten after it, so other tests' copies and listings see only the kinds they wrote; whether the item
-kind's storage exists on a backend; and the LMDB example as a backend of this process."""
+"""The kinds mnemostore ships (`mnemostore.kinds.workflow`, `.alma`, `.langgraph_items`, `.langgraph_writes`),
+registered for a test and forgotten after it, so other tests' copies and listings see only the kinds they
+wrote; whether the item kind's storage exists on a backend; and the LMDB example as a backend of this process."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Any
 import mnemostore
 from mnemostore.core.calls import run_sync
 from mnemostore.core.kinds import kinds
-from mnemostore.kinds import alma, langgraph_items, workflow
+from mnemostore.kinds import alma, langgraph_items, langgraph_writes, workflow
 
 EXAMPLE_SRC = Path(__file__).parent.parent / "examples" / "mnemostore-lmdb" / "src"
-SEEDS = (*workflow.KINDS, *alma.KINDS, *langgraph_items.KINDS)
+SEEDS = (*workflow.KINDS, *alma.KINDS, *langgraph_items.KINDS, *langgraph_writes.KINDS)
 
 for _cls in SEEDS:  # imported (so registered) above: forgotten until a test asks for them
     kinds.unregister(_cls.kind)
@@ -39,6 +39,12 @@ def forget_the_items_kind() -> None:
     """Forget LangGraph's store item kind, which `MnemostoreStore` registers (again) when built: modules that
     build them call this after each test, so other modules' copies and listings do not see it."""
     kinds.unregister(langgraph_items.LangGraphItem.kind)
+
+
+def forget_the_writes_kind() -> None:
+    """Forget LangGraph's pending-write kind, which `MnemostoreSaver` registers (again) when built: modules that
+    build savers call this after each test, as `forget_the_items_kind`."""
+    kinds.unregister(langgraph_writes.LangGraphWrite.kind)
 
 
 def items_storage_made(backend: Any, tenant: str | None) -> bool | None:

@@ -22,7 +22,7 @@ DEMO_COUNTS = {"outcome": 5, "heuristic": 6, "anti_pattern": 3, "checkpoint": 5,
                "workflow_outcome": 3}
 """What the demo writes."""
 EXPECTED_COUNTS = {**DEMO_COUNTS, "artifact_ref": 0, "user_preference": 0, "domain_knowledge": 0,
-                   "session_handoff": 0, "langgraph_item": 0}
+                   "session_handoff": 0, "langgraph_item": 0, "langgraph_write": 0}
 """`info` in this process, which knows every shipped kind (`seeds`)."""
 
 
@@ -269,11 +269,13 @@ def test_readme_python_examples_run_as_written(store_url: str) -> None:
 
 def test_info_shows_the_ledgers_newest_layout_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from mnemostore.backends.sqlite.migrations import HISTORY
+    from mnemostore.migrations.plan import library_migrations
 
     url = f"sqlite:///{tmp_path / 'versioned.db'}"
     mnemostore.open(url).close()
     info = json.loads(run_cli(capsys, "info", "--json", url)[1])
-    assert info["schema_version"] == f"{HISTORY[-1].id} ({len(HISTORY) + 2} migration(s) applied)"  # + library
+    applied = len(HISTORY) + len(library_migrations())
+    assert info["schema_version"] == f"{HISTORY[-1].id} ({applied} migration(s) applied)"
 
 
 def test_the_readme_set_up_lines_install_what_each_needs_and_ci_runs_the_second() -> None:

@@ -22,8 +22,9 @@ LAYOUT = ["sqlite.0001_tables", "sqlite.0002_project_indexes", "sqlite.0003_comp
           "sqlite.0007_framed_states", "sqlite.0008_latest_index"]
 STATE_HASH = "mnemostore.0001_state_hash_xxh3"
 LANGGRAPH_ITEMS = "mnemostore.0002_langgraph_item_kind"
+LANGGRAPH_WRITES = "mnemostore.0003_langgraph_write_kind"
 """mnemostore's own record migrations, in every store's history after the layout steps."""
-HISTORY = [*LAYOUT, STATE_HASH, LANGGRAPH_ITEMS]
+HISTORY = [*LAYOUT, STATE_HASH, LANGGRAPH_ITEMS, LANGGRAPH_WRITES]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -59,7 +60,7 @@ def test_status_shows_ledger_params_and_lock(url: str, capsys: pytest.CaptureFix
     assert (code, err) == (0, "")
     assert f"store   {url} (sqlite)" in out
     assert "params  dimension 3, metric cosine" in out
-    assert "10 applied, 0 pending" in out and "state   current" in out and "lock    free" in out
+    assert "11 applied, 0 pending" in out and "state   current" in out and "lock    free" in out
     assert all(id in out for id in HISTORY)
     code, out, _ = run_cli(capsys, "migrate", "status", url, "--json", "--check")
     data = json.loads(out)
@@ -69,6 +70,8 @@ def test_status_shows_ledger_params_and_lock(url: str, capsys: pytest.CaptureFix
 
 
 def test_down_plan_up_round_trip(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
+    assert (code, out) == (0, f"reverted 1 migration(s): {LANGGRAPH_WRITES}\n")
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
     assert (code, out) == (0, f"reverted 1 migration(s): {LANGGRAPH_ITEMS}\n")
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
@@ -94,17 +97,17 @@ def test_down_plan_up_round_trip(url: str, capsys: pytest.CaptureFixture[str]) -
     code, out, _ = run_cli(capsys, "migrate", "down", url, "--quiet")
     assert (code, out) == (0, "reverted 1 migration(s): sqlite.0002_project_indexes\n")
     code, out, _ = run_cli(capsys, "migrate", "status", url, "--check")
-    assert code == 1 and "1 applied, 9 pending" in out and "Pending (in run order):" in out
+    assert code == 1 and "1 applied, 10 pending" in out and "Pending (in run order):" in out
 
     code, out, _ = run_cli(capsys, "migrate", "plan", url, "--sql")
     assert code == 0 and "1. apply sqlite.0002_project_indexes [layout]" in out and "CREATE INDEX" in out
     code, out, _ = run_cli(capsys, "migrate", "up", url, "--dry-run")
     assert code == 0 and "apply sqlite.0002_project_indexes" in out and "CREATE INDEX" not in out
     code, out, _ = run_cli(capsys, "migrate", "up", url)
-    assert (code, out) == (0, "applied 9 migration(s): sqlite.0002_project_indexes, sqlite.0003_compressed_docs, "
+    assert (code, out) == (0, "applied 10 migration(s): sqlite.0002_project_indexes, sqlite.0003_compressed_docs, "
                               "sqlite.0004_payload_column, sqlite.0005_leaner_indexes, sqlite.0006_bare_payloads, "
                               "sqlite.0007_framed_states, sqlite.0008_latest_index, "
-                              f"{STATE_HASH}, {LANGGRAPH_ITEMS}\n")
+                              f"{STATE_HASH}, {LANGGRAPH_ITEMS}, {LANGGRAPH_WRITES}\n")
     assert run_cli(capsys, "migrate", "up", url)[1] == "nothing to apply: the store is current\n"
     with mnemostore.open(url) as store:
         assert store.outcomes.get("o1") is not None

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.seed_kinds import forget_the_writes_kind
 
 import mnemostore
 from mnemostore.core.errors import StoreClosed
@@ -24,6 +26,13 @@ from langgraph.checkpoint.base.id import uuid6
 
 from mnemostore.integrations.langgraph import MnemostoreSaver
 from mnemostore.integrations.langgraph.reads import FlatReads, Reads
+
+
+@pytest.fixture(autouse=True)
+def _writes_kind_forgotten() -> Iterator[None]:
+    """`MnemostoreSaver` registers its write kind; forgotten after each test (see `forget_the_writes_kind`)."""
+    yield
+    forget_the_writes_kind()
 
 _steps = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(["", "p"]),
                             st.sampled_from(["x", "y" * 3000, "z" * 70_000]),  # plain, compressible, large

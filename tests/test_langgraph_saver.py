@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
+from tests.seed_kinds import forget_the_writes_kind
 
 import mnemostore
 from mnemostore.backends.memory import MemoryBackend
@@ -30,6 +31,13 @@ conformance = pytest.importorskip("langgraph.checkpoint.conformance", reason="ne
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES  # noqa: E402
 
 from mnemostore.integrations.langgraph import MnemostoreSaver  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _writes_kind_forgotten() -> Iterator[None]:
+    """`MnemostoreSaver` registers its write kind; forgotten after each test (see `forget_the_writes_kind`)."""
+    yield
+    forget_the_writes_kind()
 
 __all__ = ["postgres_server"]
 
@@ -131,6 +139,8 @@ def test_records_follow_the_mapping(tmp_path: Path) -> None:
     """Thread -> run, namespace -> branch, parent config -> parent_ids; writes hang off their checkpoint."""
     from langgraph.checkpoint.base import empty_checkpoint
 
+    from mnemostore.integrations.langgraph import mapping
+
     with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
         saver = MnemostoreSaver(store)
         first = saver.put({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}},
@@ -146,21 +156,21 @@ def test_records_follow_the_mapping(tmp_path: Path) -> None:
         assert root[1].parent_ids == [root[0].id]
         assert root[1].metadata == {"source": "loop", "step": 0}
         assert [c.branch_id for c in store.checkpoints.history("t1", branch="ns:main")] == ["ns:main"]
-        [write] = store.checkpoints.all({"branch_id": "langgraph:writes"})
-        assert write.run_id == "t1" and write.node_id == root[1].id
+        [write] = store.collection("langgraph_write").all()
+        assert write.thread == "t1" and write.owner == root[1].id and store.checkpoints.count() == 3
 
         found = saver.get_tuple({"configurable": {"thread_id": "t1"}})
         assert found is not None and found.checkpoint["id"] == second_cp["id"]
         assert found.pending_writes == [("task-1", "ch", {"when": datetime(2024, 1, 2, tzinfo=UTC),
                                                           "raw": b"\x00\xff"})]
-        assert write.id.startswith(root[1].id + ".w.")  # one id-range read finds a checkpoint and its writes
+        assert write.id.startswith(mapping.checkpoint_writes_prefix("t1", "", second_cp["id"]))  # an id range
         by_id = saver.get_tuple(second)
         assert by_id is not None and by_id.pending_writes == found.pending_writes
         everything = list(saver.list(None))
         assert len(everything) == 3  # pending writes never show up as checkpoints
         assert {t.config["configurable"]["checkpoint_ns"] for t in everything} == {"", "main"}
         saver.delete_thread("t1")
-        assert store.checkpoints.count() == 0
+        assert store.checkpoints.count() == 0 and store.collection("langgraph_write").count() == 0
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -180,9 +190,11 @@ def test_a_saver_on_a_tenant_scoped_store_keeps_to_its_tenant(backend: str, tmp_
         found = saver.get_tuple(config)
         assert found is not None and found.pending_writes == [("task-1", "a", 1), ("task-1", "b", 2),
                                                               ("task-1", "c", 3)]
-        assert {record.tenant_id for record in store.checkpoints.all()} == {"acme"}
-        assert store.checkpoints.count() == 2  # the checkpoint, and one record for the call's three writes
-        assert other.checkpoints.count() == 0 and MnemostoreSaver(other).get_tuple(config) is None
+        writes = store.collection("langgraph_write")
+        assert {record.tenant_id for record in [*store.checkpoints.all(), *writes.all()]} == {"acme"}
+        assert store.checkpoints.count() == 1 and writes.count() == 1  # one record for the call's three writes
+        assert other.checkpoints.count() == 0 and other.collection("langgraph_write").count() == 0
+        assert MnemostoreSaver(other).get_tuple(config) is None
 
 
 def test_records_put_as_built_are_validated_when_they_are_not_what_that_path_takes(tmp_path: Path) -> None:
@@ -217,9 +229,12 @@ def test_sync_writes_over_a_sync_store_call_the_backend_straight_and_keep_the_fa
     url = f"memory://{uuid.uuid4().hex}" if backend == "memory" else f"sqlite:///{tmp_path / 's.db'}"
     store = mnemostore.open(url)
     saver = MnemostoreSaver(store)
+    saver.setup()  # the writes' kind declared in the store: its writes need no coroutine either
     driven: list[Any] = []
     drive = store.checkpoints._run
     store.checkpoints._run = lambda coro: (driven.append(coro), drive(coro))[1]  # type: ignore[method-assign]
+    assert saver._sync_writes is not None
+    saver._sync_writes._run = store.checkpoints._run  # type: ignore[method-assign]
     config = saver.put({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}, empty_checkpoint(),
                        {"source": "input", "step": -1}, {})
     saver.put_writes(config, [("a", 1), ("b", 2)], "task-1")
@@ -230,19 +245,38 @@ def test_sync_writes_over_a_sync_store_call_the_backend_straight_and_keep_the_fa
     assert refused.value.errors[0][0] == "records[0].tenant_id" and len(driven) == 1
     found = saver.get_tuple(config)
     assert found is not None and found.pending_writes == [("task-1", "a", 1), ("task-1", "b", 2)]
-    assert {record.id for record in store.checkpoints.all()} >= {"plain"} and store.checkpoints.count() == 3
+    assert {record.id for record in store.checkpoints.all()} >= {"plain"} and store.checkpoints.count() == 2
+    assert store.collection("langgraph_write").count() == 1
     store.close()
     with pytest.raises(StoreClosed):
         saver.put_writes(config, [("c", 3)], "task-2")
 
 
+def moved_over(store: mnemostore.Store) -> int:
+    """Run the move of formats 1-4 write records to the write kind (`mnemostore.0003_langgraph_write_kind`)
+    on an open store, as an upgrade's migration does: the writes older code left are then read."""
+    from mnemostore.migrations.langgraph_writes import LANGGRAPH_WRITES_MIGRATION
+    from mnemostore.migrations.progress import Silent
+    from mnemostore.migrations.records import run_moves
+
+    return run_moves(store.backend, LANGGRAPH_WRITES_MIGRATION, "up", lambda: None, Silent())
+
+
+def as_format_4(write: Any) -> Any:
+    """A `LangGraphWrite` as writes format 4 stored it: a checkpoint record on the writes branch."""
+    from mnemostore.migrations.langgraph_writes import _to_checkpoint
+
+    return _to_checkpoint(write)
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) -> None:
-    """A checkpoint stored before writes were keyed under its id still finds them, and a
-    retried write stored again under the new key is read as the first one it was."""
+    """A checkpoint stored before writes were keyed under its id still finds them once they are moved, and
+    a retried write is read as the first one it was (the move keys it as format 5 keys that write)."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     from mnemostore.integrations.langgraph import mapping
+    from mnemostore.kinds.langgraph_ids import digest
 
     url = "memory://" + uuid.uuid4().hex if backend == "memory" else f"sqlite:///{tmp_path / 's.db'}"
     with mnemostore.open(url) as store:
@@ -253,8 +287,9 @@ def test_format_1_checkpoints_keep_their_writes(backend: str, tmp_path: Path) ->
         owner = store.checkpoints[mapping.checkpoint_record_id("t", "", checkpoint["id"])]
         store.checkpoints.put([owner.model_copy(update={"state": {**owner.state, "format": 1}})])
         legacy, = mapping.write_records(saver.serde, "t", "", checkpoint["id"], "task", "", [(0, "ch", "old")])
-        legacy_id = mapping.legacy_write_record_id("t", "", checkpoint["id"], "task", 0)
-        store.checkpoints.put([as_format_2(legacy).model_copy(update={"id": legacy_id})])
+        legacy_id = f"lgw.{digest('t', '', checkpoint['id'], 'task', '0')}"
+        store.checkpoints.put([as_format_2(as_format_4(legacy)).model_copy(update={"id": legacy_id})])
+        assert moved_over(store) == 1
 
         saver.put_writes(config, [("ch", "retried")], "task")  # a regular write already stored: kept
 
@@ -279,7 +314,8 @@ def as_format_2(record: Any) -> Any:
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_format_2_records_read_back_beside_format_3(backend: str, tmp_path: Path) -> None:
     """Checkpoints and writes stored by format 2 (values as base64 in `state`) give the same tuples
-    as format 3's payloads (and format 4's writes), by id, latest and list (metadata filter included)."""
+    as format 3's payloads (and, once moved, format 4's writes as format 5's), by id, latest and list
+    (metadata filter included)."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     from mnemostore.integrations.langgraph import mapping
@@ -295,14 +331,19 @@ def test_format_2_records_read_back_beside_format_3(backend: str, tmp_path: Path
             config = saver.put(config, checkpoint, {"source": "loop", "step": step, "raw": b"\xff"}, {})
             saver.put_writes(config, [("ch", {"n": step, "raw": b"\x00"})], f"task-{step}")
         stored = store.checkpoints.all(order_by="id")
-        assert all(r.payload is not None and r.state["format"] == (
-            mapping.WRITES_FORMAT if r.branch_id == mapping.WRITES_BRANCH else mapping.FORMAT) for r in stored)
-        assert (mapping.FORMAT, mapping.WRITES_FORMAT) == (4, 4)
+        writes = store.collection("langgraph_write").all(order_by="id")
+        assert all(r.payload is not None and r.state["format"] == mapping.FORMAT for r in stored)
+        assert (mapping.FORMAT, mapping.WRITES_FORMAT) == (4, 5)
         assert all(len(str(r.state)) < 400 for r in stored)  # the serialized values are not in the state
+        assert all(len(str(w.writes)) < 400 for w in writes)
         before = list(saver.list(None))
         latest = saver.get_tuple({"configurable": {"thread_id": "t"}})
         first = saver.get_tuple(before[-1].config)
         store.checkpoints.put([as_format_2(r) for i, r in enumerate(stored) if i % 2 == 0])  # formats mixed
+        store.collection("langgraph_write").delete(where={})
+        store.checkpoints.put([as_format_2(as_format_4(w)) if i % 2 == 0 else as_format_4(w)
+                               for i, w in enumerate(writes)])
+        assert moved_over(store) == len(writes)
         assert {r.payload is None for r in store.checkpoints.all()} == {True, False}
         assert list(saver.list(None)) == before
         assert saver.get_tuple({"configurable": {"thread_id": "t"}}) == latest
@@ -546,21 +587,22 @@ def test_write_records_equal_what_validation_builds_or_fail_as_it_does(
         thread_id: str, ns: str, checkpoint_id: str, task_id: str, task_path: str,
         writes: list[tuple[int, str, Any]]) -> None:
     """`write_records` skips pydantic's pass for inputs it checked itself: its records (one for the
-    regular writes, one for the special ones) must equal `Record(...)`'s field for field, and inputs
-    `Record(...)` refuses must be refused too."""
+    regular writes, one for the special ones) must equal `LangGraphWrite(...)`'s field for field, and
+    inputs `LangGraphWrite(...)` refuses must be refused too."""
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
     from mnemostore.core.errors import ValidationError
     from mnemostore.core.jsonvalues import check_text
-    from mnemostore.core.records import Checkpoint
     from mnemostore.integrations.langgraph import mapping
+    from mnemostore.kinds.langgraph_ids import checkpoint_writes_prefix, write_id
+    from mnemostore.kinds.langgraph_writes import LangGraphWrite
 
     serde = JsonPlusSerializer()
     try:
         built = mapping.write_records(serde, thread_id, ns, checkpoint_id, task_id, task_path, writes)
     except ValidationError:
         built = None
-    reference: list[Checkpoint] | None = None
+    reference: list[LangGraphWrite] | None = None
     texts = (thread_id, ns, checkpoint_id, task_id, task_path, *(channel for _, channel, _ in writes))
     if all(check_text(text) is None for text in texts):  # else refused before any id is made of them
         owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
@@ -570,12 +612,10 @@ def test_write_records_equal_what_validation_builds_or_fail_as_it_does(
                 continue
             typed = [(idx, channel, *serde.dumps_typed(value)) for idx, channel, value in group]
             try:
-                reference.append(Checkpoint(
-                    id=f"{owner}{mapping.WRITES_INFIX}{mapping._digest(task_id, ','.join(str(w[0]) for w in group))}",
-                    run_id=thread_id, branch_id=mapping.WRITES_BRANCH, node_id=owner, parent_ids=[owner],
-                    state={"format": mapping.WRITES_FORMAT, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
-                           "task_id": task_id, "task_path": task_path,
-                           "writes": [[idx, channel, kind, len(data)] for idx, channel, kind, data in typed]},
+                reference.append(LangGraphWrite(
+                    id=write_id(checkpoint_writes_prefix(thread_id, ns, checkpoint_id), task_id, [w[0] for w in group]),
+                    thread=thread_id, owner=owner, checkpoint_ns=ns, checkpoint_id=checkpoint_id, task_id=task_id,
+                    task_path=task_path, writes=[[idx, channel, kind, len(data)] for idx, channel, kind, data in typed],
                     payload=b"".join(data for *_, data in typed)))
             except ValidationError:
                 reference = None
@@ -626,21 +666,28 @@ def test_a_checkpoint_record_is_what_validation_makes_of_its_fields(
 def _old_saver_put_writes(saver: MnemostoreSaver, config: Any, writes: list[tuple[str, Any]], task_id: str,
                           task_path: str) -> None:
     """`put_writes` as format 3 stored it (a record per write, keyed by (task, idx): a regular one kept
-    if stored, a special one replaced), so tests hold stores written before format 4."""
+    if stored, a special one replaced), then moved to the write kind as an upgrade moves it (`moved_over`),
+    so tests hold stores written before format 5."""
     from langgraph.checkpoint.base import WRITES_IDX_MAP
 
     from mnemostore.integrations.langgraph import mapping
 
     conf = config["configurable"]
+    store = saver.store
+    assert isinstance(store, mnemostore.Store)
     for position, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, position)
         record, = mapping.write_records(saver.serde, conf["thread_id"], conf["checkpoint_ns"], conf["checkpoint_id"],
                                         task_id, task_path, [(idx, channel, value)])
-        state = dict(record.state)
+        moved = store.collection("langgraph_write")
+        if moved.get(record.id) is not None:
+            if idx >= 0:
+                continue
+            moved.delete(record.id)  # replaced, as format 3 replaced it (a move keeps what its target holds)
+        state = dict(as_format_4(record).state)
         [[state["idx"], state["channel"], state["type"], _]] = state.pop("writes")
-        old = record.model_copy(update={"state": {**state, "format": 3}})
-        if idx < 0 or saver.store.checkpoints.get(old.id) is None:
-            saver.store.checkpoints.put([old])
+        store.checkpoints.put([as_format_4(record).model_copy(update={"state": {**state, "format": 3}})])
+        moved_over(store)
 
 
 _SPECIAL = ["__error__", "__interrupt__", "__resume__", "__scheduled__"]

@@ -5,11 +5,13 @@ puts: the thread's checkpoints (of the namespace, if the config names one), newe
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.seed_kinds import forget_the_writes_kind
 
 import mnemostore
 
@@ -20,6 +22,13 @@ from langgraph.checkpoint.base.id import uuid6
 
 from mnemostore.integrations.langgraph import MnemostoreSaver
 from mnemostore.integrations.langgraph.mapping import checkpoint_record_id
+
+
+@pytest.fixture(autouse=True)
+def _writes_kind_forgotten() -> Iterator[None]:
+    """`MnemostoreSaver` registers its write kind; forgotten after each test (see `forget_the_writes_kind`)."""
+    yield
+    forget_the_writes_kind()
 
 _puts = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(["", "p", "q"])), min_size=1, max_size=30)
 _reads = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from([None, "", "p"]),

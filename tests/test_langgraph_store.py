@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
-from tests.seed_kinds import forget_the_items_kind, items_storage_made
+from tests.seed_kinds import forget_the_items_kind, forget_the_writes_kind, items_storage_made
 
 import mnemostore
 from mnemostore.backends.memory import MemoryBackend
@@ -43,9 +43,11 @@ DIMS = 8
 
 @pytest.fixture(autouse=True)
 def _items_kind_forgotten() -> Iterator[None]:
-    """`MnemostoreStore` registers its item kind; forgotten after each test (see `forget_the_items_kind`)."""
+    """`MnemostoreStore` registers its item kind, `MnemostoreSaver` its write kind; forgotten after each test
+    (see `forget_the_items_kind`)."""
     yield
     forget_the_items_kind()
+    forget_the_writes_kind()
 
 
 def items(store: mnemostore.Store) -> mnemostore.Collection[Any]:

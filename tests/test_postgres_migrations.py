@@ -38,6 +38,7 @@ from mnemostore.core.records import KINDS, Checkpoint
 from mnemostore.core.store import open_backend
 from mnemostore.migrations import LayoutMigration, Runner
 from mnemostore.migrations.langgraph_items import LANGGRAPH_ITEMS_MIGRATION, LANGGRAPH_ITEMS_MIGRATION_ID
+from mnemostore.migrations.langgraph_writes import LANGGRAPH_WRITES_MIGRATION, LANGGRAPH_WRITES_MIGRATION_ID
 from mnemostore.migrations.locking import holding
 from mnemostore.migrations.state_hashes import STATE_HASH_MIGRATION, STATE_HASH_MIGRATION_ID
 from mnemostore.testing.factories import make, vectors
@@ -47,8 +48,8 @@ __all__ = ["postgres_server"]
 IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs",
        "postgres.0004_zstd_docs", "postgres.0005_payload_column", "postgres.0006_leaner_indexes",
        "postgres.0007_latest_index"]
-ALL = [*IDS, STATE_HASH_MIGRATION_ID, LANGGRAPH_ITEMS_MIGRATION_ID]
-LIBRARY_DOWN = [LANGGRAPH_ITEMS_MIGRATION_ID, STATE_HASH_MIGRATION_ID]
+ALL = [*IDS, STATE_HASH_MIGRATION_ID, LANGGRAPH_ITEMS_MIGRATION_ID, LANGGRAPH_WRITES_MIGRATION_ID]
+LIBRARY_DOWN = [LANGGRAPH_WRITES_MIGRATION_ID, LANGGRAPH_ITEMS_MIGRATION_ID, STATE_HASH_MIGRATION_ID]
 """mnemostore's own migrations, newest first (as `down` reverts them)."""
 """The layout history, then mnemostore's own record migration."""
 SCOPE_INDEXES = {f"mnemo_{kind}_{suffix}" for kind in KINDS for suffix in ("agent", "project")}
@@ -121,7 +122,7 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
             (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True),
             (IDS[3], "applied", True), (IDS[4], "applied", True), (IDS[5], "applied", False),
             (IDS[6], "applied", False), (STATE_HASH_MIGRATION_ID, "applied", False),
-            (LANGGRAPH_ITEMS_MIGRATION_ID, "applied", False)]
+            (LANGGRAPH_ITEMS_MIGRATION_ID, "applied", False), (LANGGRAPH_WRITES_MIGRATION_ID, "applied", False)]
         assert status.current
     schema = schema_of(url)
     assert layout_version(postgres_server, schema) == 7
@@ -168,7 +169,7 @@ def test_plan_shows_each_steps_sql_and_the_backend_renders_it(postgres_server: P
         with backend_at(postgres_server.url(table_prefix="other_")) as second:
             assert Runner(second).up() == ALL
             applied = Runner(second).status().applied
-            history = (*HISTORY, STATE_HASH_MIGRATION, LANGGRAPH_ITEMS_MIGRATION)
+            history = (*HISTORY, STATE_HASH_MIGRATION, LANGGRAPH_ITEMS_MIGRATION, LANGGRAPH_WRITES_MIGRATION)
             assert [(e.id, e.checksum) for e in applied] == [(m.id, m.checksum) for m in history]
             assert second.tenants("outcome") == []
 
@@ -180,6 +181,7 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
     with backend_at(url) as backend:
         runner = Runner(backend)
         assert "mnemo_checkpoint_created" not in {name for name, _ in catalog(postgres_server, schema)[1]}
+        assert runner.down() == [LANGGRAPH_WRITES_MIGRATION_ID]
         assert runner.down() == [LANGGRAPH_ITEMS_MIGRATION_ID]
         assert runner.down() == [STATE_HASH_MIGRATION_ID]
         assert {"mnemo_checkpoint_run_latest"} == {name for name, _ in catalog(postgres_server, schema)[1]
@@ -322,7 +324,8 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
                                                 (IDS[3], "applied"), (IDS[4], "applied"), (IDS[5], "applied"),
                                                 (IDS[6], "applied"),
                                                 (STATE_HASH_MIGRATION_ID, "applied"),
-                                                (LANGGRAPH_ITEMS_MIGRATION_ID, "applied")]
+                                                (LANGGRAPH_ITEMS_MIGRATION_ID, "applied"),
+                                                (LANGGRAPH_WRITES_MIGRATION_ID, "applied")]
     assert layout_version(postgres_server, schema) == 7
     after = catalog(postgres_server, schema)
     added_last = {column: n + 1 for n, column in enumerate(ADDED_COLUMNS)}

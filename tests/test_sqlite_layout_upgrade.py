@@ -13,6 +13,7 @@ from mnemostore.core.errors import StoreTooNew
 from mnemostore.core.store import open_backend
 from mnemostore.migrations import Runner
 from mnemostore.migrations.langgraph_items import LANGGRAPH_ITEMS_MIGRATION_ID
+from mnemostore.migrations.langgraph_writes import LANGGRAPH_WRITES_MIGRATION_ID
 from mnemostore.migrations.state_hashes import STATE_HASH_MIGRATION_ID
 
 
@@ -27,7 +28,7 @@ def test_layout1_store_is_adopted_upgraded_and_reads_back(tmp_path: Path) -> Non
         assert plan == ["sqlite.0001_tables", "sqlite.0002_project_indexes", "sqlite.0003_compressed_docs",
                         "sqlite.0004_payload_column", "sqlite.0005_leaner_indexes", "sqlite.0006_bare_payloads",
                         "sqlite.0007_framed_states", "sqlite.0008_latest_index", STATE_HASH_MIGRATION_ID,
-                        LANGGRAPH_ITEMS_MIGRATION_ID]
+                        LANGGRAPH_ITEMS_MIGRATION_ID, LANGGRAPH_WRITES_MIGRATION_ID]
         assert backend.legacy_layout() == "sqlite.0001_tables"
     finally:
         backend.close()
@@ -40,7 +41,8 @@ def test_layout1_store_is_adopted_upgraded_and_reads_back(tmp_path: Path) -> Non
                 ("sqlite.0003_compressed_docs", "applied"), ("sqlite.0004_payload_column", "applied"),
                 ("sqlite.0005_leaner_indexes", "applied"), ("sqlite.0006_bare_payloads", "applied"),
                 ("sqlite.0007_framed_states", "applied"), ("sqlite.0008_latest_index", "applied"),
-                (STATE_HASH_MIGRATION_ID, "applied"), (LANGGRAPH_ITEMS_MIGRATION_ID, "applied")]
+                (STATE_HASH_MIGRATION_ID, "applied"), (LANGGRAPH_ITEMS_MIGRATION_ID, "applied"),
+                (LANGGRAPH_WRITES_MIGRATION_ID, "applied")]
     indexes = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "mnemo_outcome_project_id" in indexes
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 8

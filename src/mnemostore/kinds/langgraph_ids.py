@@ -1,8 +1,9 @@
-"""LangGraph store items' identity: record ids and encoded namespaces (`MnemostoreStore`'s layout).
+"""LangGraph records' identity: store items' ids and encoded namespaces (`MnemostoreStore`'s layout), and
+the ids of a saver's pending writes (`MnemostoreSaver`'s).
 
-Apart from the item kind (`kinds.langgraph_items`, which registers itself when imported), so what
-only needs an item's identity (the record migration that moves store format 1 over,
-`migrations.langgraph_items`) registers no kind and needs no LangGraph.
+Apart from the kinds (`kinds.langgraph_items`, `kinds.langgraph_writes`, which register themselves when
+imported), so what only needs a record's identity (the record migrations that move older formats over,
+`migrations.langgraph_items` and `migrations.langgraph_writes`) registers no kind and needs no LangGraph.
 """
 
 from __future__ import annotations
@@ -44,6 +45,50 @@ def item_id(scope: str, namespace: Sequence[str], key: str) -> str:
     except TypeError:
         named = repr((scope, tuple(namespace), key)).encode("utf-8", "backslashreplace")  # never valid JSON
     return f"{scope}{ITEM_MARK}{_sha256(named).hexdigest()[:40]}"
+
+
+def digest(*parts: str) -> str:
+    """32 hex digits of SHA-256 over the parts as a JSON list: the saver's ids are made of these."""
+    hexdigest: str = _sha256(orjson.dumps(parts)).hexdigest()
+    return hexdigest[:32]
+
+
+LEGACY_WRITES_BRANCH = "langgraph:writes"
+"""The checkpoint branch writes formats 1 to 4 kept their records on (checkpoint records themselves)."""
+LEGACY_WRITES_INFIX = ".w."
+"""Between a checkpoint's record id and a digest, in the ids of format 2 to 4 write records."""
+WRITES_MARK = "lgw."
+"""The start of every pending write's id (`thread_writes_prefix`)."""
+
+
+@lru_cache(maxsize=1024)
+def thread_writes_prefix(thread_id: str) -> str:
+    """`lgw.<digest of the thread>.`: every pending write of a thread has an id that starts so, so a thread's
+    writes are one id range (`prefix_range`); kept per thread (each call of a step names the same one)."""
+    return f"{WRITES_MARK}{digest(thread_id)}."
+
+
+@lru_cache(maxsize=1024)
+def namespace_writes_prefix(thread_id: str, checkpoint_ns: str) -> str:
+    """The thread's prefix, then a digest of the thread and namespace: a namespace's writes are one id range."""
+    return f"{thread_writes_prefix(thread_id)}{digest(thread_id, checkpoint_ns)}."
+
+
+def checkpoint_writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """The namespace's prefix, the checkpoint id and `.`: a checkpoint's writes are one id range (which also
+    holds those of checkpoints whose ids extend its id with `.`: readers keep the writes of their `owner`)."""
+    return f"{namespace_writes_prefix(thread_id, checkpoint_ns)}{checkpoint_id}."
+
+
+def write_id(prefix: str, task_id: str, idxs: Sequence[int | str]) -> str:
+    """The id of the record holding a task's writes `idxs` of one call: the checkpoint's prefix and a digest
+    of the task and the idx list (so a retried call finds the record it stored)."""
+    return prefix + digest(task_id, ",".join(map(str, idxs)))
+
+
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """Ids in [low, high) are those that start with `prefix` (which ends with `.`)."""
+    return prefix, prefix[:-1] + "/"
 
 
 def _unescape(label: str) -> str:

@@ -251,12 +251,12 @@ class RecordMigration(RecordStep):
 class RecordMove(RecordStep):
     """Records moved from one kind to another, written once against the protocol and run on every backend.
 
-    `move` gives a record of `source` as the `target` kind holds it (or None to leave it); `move_back`
-    undoes it. Batches run in id order per tenant, each put into the other kind (leaving one an
-    interrupted run put already) before it is deleted from its own, so a run resumes without losing
-    or doubling anything. `target` names the target kind's class as `module:qualname`: imported and
-    registered for the run only, so planning a move registers no kind. The other fields are
-    `RecordMigration`'s (mnemostore's own moves set `locks_out_older`).
+    `move` gives a record of `source` as the `target` kind holds it, under the same id or another (or
+    None to leave it); `move_back` undoes it. Batches run in id order per tenant, each put into the other
+    kind (leaving one an interrupted run put already, or an earlier record moved to the same id) before
+    it is deleted from its own, so a run resumes without losing or doubling anything. `target` names the
+    target kind's class as `module:qualname`: imported and registered for the run only, so planning a move
+    registers no kind. The other fields are `RecordMigration`'s (mnemostore's own moves set `locks_out_older`).
     """
 
     noun: ClassVar[str] = "record move"

@@ -18,9 +18,10 @@ from .model import LayoutMigration, Migration
 def library_migrations() -> tuple[Migration, ...]:
     """mnemostore's own record migrations: part of every store's history, on every backend."""
     from .langgraph_items import LANGGRAPH_ITEMS_MIGRATION
+    from .langgraph_writes import LANGGRAPH_WRITES_MIGRATION
     from .state_hashes import STATE_HASH_MIGRATION
 
-    return (STATE_HASH_MIGRATION, LANGGRAPH_ITEMS_MIGRATION)
+    return (STATE_HASH_MIGRATION, LANGGRAPH_ITEMS_MIGRATION, LANGGRAPH_WRITES_MIGRATION)
 
 
 def known_migrations(backend_cls: type, extra: Sequence[Migration] = ()) -> list[Migration]:

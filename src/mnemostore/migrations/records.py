@@ -79,9 +79,10 @@ def run_records(backend: Backend, migration: RecordMigration, direction: Directi
 def run_moves(backend: Backend, migration: RecordMove, direction: Direction,
               keep_alive: Callable[[], None], progress: Progress) -> int:
     """Move the records `migration` moves (or back); return how many moved. Each batch is put into the
-    other kind (leaving a record an interrupted run put there already), then deleted from its own; the
-    position after it is saved, so a run resumes there. The target kind is registered for the run
-    only, and its declaration recorded before its first record (the caller holds the migration lock)."""
+    other kind (leaving a record an interrupted run put there already, or one an earlier record moved to
+    the same id), then deleted from its own by the ids it had there; the position after it is saved, so
+    a run resumes there. The target kind is registered for the run only, and its declaration recorded
+    before its first record (the caller holds the migration lock)."""
     from ..core.declarations import record_declaration
     from ..core.kinds import kinds, register_kind
 
@@ -97,12 +98,18 @@ def run_moves(backend: Backend, migration: RecordMove, direction: Direction,
         progress.begin(f"{migration.id} {source}", kind_count(backend, source))
         declared = direction == "down"
         for tenant, page in batches(backend, source, migration.batch_size, start):
-            moved = [record for record in (_moved(migration, function, r) for r in page) if record is not None]
+            sources: list[str] = []
+            moved: dict[str, Record] = {}  # by the id in the other kind: the first of a batch kept, as put_missing
+            for record in page:
+                found = _moved(migration, function, record)
+                if found is not None:
+                    sources.append(record.id)
+                    moved.setdefault(found.id, found)
             if moved:
                 declared = declared or record_declaration(backend, target_cls)
-                backend.put_missing(target, moved)
-                backend.delete(source, tenant, F.id.in_([record.id for record in moved]))
-            moved_count += len(moved)
+                backend.put_missing(target, list(moved.values()))
+                backend.delete(source, tenant, F.id.in_(sources))  # by their own ids: a move may give another
+            moved_count += len(sources)
             _page_done(backend, positions, migration.id, Position(source, tenant, page[-1].id), direction)
             keep_alive()
             progress.advance(len(page))

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
 from ...core.calls import run_sync
 from ...core.capabilities import Capability
@@ -19,6 +20,7 @@ from ...core.errors import StoreClosed
 from ...core.records import Checkpoint as Record
 from ...core.shapes import QueryShape
 from ...core.store import Store
+from ...kinds.langgraph_writes import LangGraphWrite
 from .mapping import Stored
 
 
@@ -32,9 +34,14 @@ class Reads:
         self.store = store
         self.ranges = Capability.FILTER_RANGE in store.capabilities
         """Whether the store's id ranges are index ranges (the saver's reads by id range), asked once."""
+        self.writes: AsyncCollection[LangGraphWrite] = store.collection(LangGraphWrite)
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
         return await self.store.checkpoints.fetch(shape, values, limit=limit, vectors=False)
+
+    async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The fields of the `LangGraphWrite` records a shape of that kind reads (`mapping.pending_writes`)."""
+        return [record.__dict__ for record in await self.writes.fetch(shape, values, vectors=False)]
 
 
 @runtime_checkable
@@ -65,6 +72,13 @@ class FlatReads(Reads):
             return await super().fetch(shape, values, limit)
         return [StoredFields(data) for data in found]
 
+    async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+        store = self.store
+        if store.closed:
+            raise StoreClosed(f"{store!r} is closed")
+        found = self._documents(LangGraphWrite.kind, store.tenant, shape, values, None)
+        return await super().fetch_writes(shape, values) if found is None else found
+
 
 def reads_for(store: Store | AsyncStore) -> Reads:
     """The reads a saver's sync methods use: flat for a sync `Store` (its calls direct, not on a loop)
@@ -79,9 +93,9 @@ def reads_for(store: Store | AsyncStore) -> Reads:
 
 
 class StoredFields:
-    """A checkpoint or write record's stored fields (a dict from `query_shape_documents`) seen as the
-    saver reads a record (`mapping.Stored`): plain attributes, set once (a read takes each several times);
-    `created_at` is parsed only when asked for (write order)."""
+    """A checkpoint record's stored fields (a dict from `query_shape_documents`) seen as the saver reads a
+    record (`mapping.Stored`): plain attributes, set once (a read takes each several times); `created_at`
+    is parsed only when asked for."""
 
     __slots__ = ("_created_at", "branch_id", "id", "metadata", "node_id", "payload", "run_id", "state")
 

@@ -26,9 +26,12 @@ from ...core.calls import iterate_sync
 from ...core.capabilities import Capability
 from ...core.errors import ValidationError
 from ...core.filters import Expr, F, all_of, bind
+from ...core.kinds import register_kind
 from ...core.records import Checkpoint as Record
 from ...core.shapes import Param, QueryShape
 from ...core.store import Store
+from ...kinds.langgraph_ids import checkpoint_writes_prefix, prefix_range, thread_writes_prefix
+from ...kinds.langgraph_writes import LangGraphWrite
 from . import mapping
 from .bridge import Bridge
 from .mapping import Stored
@@ -44,7 +47,8 @@ _LIST_PAGE = 25
 
 
 class MnemostoreSaver(BaseCheckpointSaver[str]):
-    """LangGraph checkpoints, pending writes and metadata as mnemostore checkpoint records.
+    """LangGraph checkpoints and their metadata as mnemostore checkpoint records, pending writes as
+    `LangGraphWrite` records (`mapping` gives the layout).
 
     Works on every backend; filters go to the backend when it declares the capability and are
     re-checked here. Give it a `Store` (`mnemostore.open`) or an `AsyncStore` (`open_async`): each
@@ -54,22 +58,24 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     def __init__(self, store: Store | AsyncStore, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
+        register_kind(LangGraphWrite)  # registered on import, unless a migration run unregistered it since
         self.store = store
         self._bridge = Bridge(store, type(self).__name__)
         self._reads = reads_for(store)
         """The reads of the sync methods (`reads.reads_for`: flat on a sync sqlite store)."""
         self._sync = store if isinstance(store, Store) else None
         """The sync `Store` the sync writes call straight (`Collection._put_built`), if given one."""
+        self._sync_writes = None if self._sync is None else self._sync.collection(LangGraphWrite)
 
     def setup(self) -> None:
-        """Make the checkpoints' storage now rather than at the first put (a store makes its built-in
-        kinds' tables when it is created, so on SQLite and Postgres there is nothing left to make), as
-        LangGraph's `SqliteSaver.setup()` and `PostgresSaver.setup()` do; running it again changes nothing."""
-        self._bridge.run(self._bridge.driven.checkpoints.prepare())
+        """Make the checkpoints' and the writes' storage now rather than at the first put (the writes' table,
+        its declaration recorded; a store makes its built-in kinds' tables when it is created), as LangGraph's
+        `SqliteSaver.setup()` and `PostgresSaver.setup()` do; running it again changes nothing."""
+        self._bridge.run(_prepare(self._bridge.driven))
 
     async def asetup(self) -> None:
         """`setup` awaited (LangGraph's async savers name theirs `setup`)."""
-        await self._bridge.awaited().checkpoints.prepare()
+        await _prepare(self._bridge.awaited())
 
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -100,8 +106,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                    task_path: str = "") -> None:
         """Store a task's writes; a regular write already stored is kept, special ones are replaced."""
         records, keep = self._writes(config, writes, task_id, task_path)
-        if self._sync is not None and len(records) == 1:
-            self._sync.checkpoints._put_built(records, keep_existing=keep)
+        if self._sync_writes is not None and len(records) == 1:
+            self._sync_writes._put_built(records, keep_existing=keep)
         else:
             self._bridge.run(self._put_writes(self._bridge.driven, records, keep))
 
@@ -168,26 +174,23 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         checkpoint_id = get_checkpoint_id(config)
         ranges = reads.ranges
         record: Stored | None
-        writes: builtins.list[Stored] | None = None
         if checkpoint_id:
             owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
-            if ranges:  # one read: the record and its writes share an id prefix (the record's id is the range's first)
-                low, high = mapping.record_range(owner)
-                found = await reads.fetch(_IN_RANGE, {"low": low, "high": high})
-                record = found[0] if found and found[0].id == owner else None
-                writes = [r for r in found[1:] if mapping.is_write_of(r, owner)] if len(found) > 1 else []
+            if ranges:
+                found = await reads.fetch(_BY_ID, {"id": owner}, limit=1)
+                record = found[0] if found else None
             else:
                 record = await store.checkpoints.get(owner)
         elif ranges:
-            record, writes = await _latest_in_range(reads, thread_id, ns)
+            low, high = mapping.namespace_range(thread_id, ns)
+            found = await reads.fetch(_NEWEST_IN_RANGE, {"low": low, "high": high}, limit=1)
+            record = found[0] if found else None
         else:
             where = (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns))
             record = await store.checkpoints.first(where, order_by="-id")
         if record is None:
             return None
-        if writes is None or record.state.get("format", 1) < 2:  # format 1: writes may have hashed ids
-            writes = (await self._writes_by_owner(reads, [record]))[record.id]
-        return self._tuple(record, writes)
+        return self._tuple(record, (await self._writes_by_owner(reads, [record]))[record.id])
 
     async def _list(self, reads: Reads, config: RunnableConfig | None, *, filter: dict[str, Any] | None,
                     before: RunnableConfig | None,
@@ -237,34 +240,31 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return [self._tuple(record, writes[record.id]) for record in records]
 
     async def _writes_by_owner(self, reads: Reads,
-                               records: Sequence[Stored]) -> dict[str, builtins.list[Stored]]:
-        """The writes of each checkpoint record. Format 2 write ids extend their checkpoint's, so
-        a namespace's records are served by one id range (an index range; `node_id` has none);
-        the rest (format 1, or a backend without range filters) by `node_id`."""
-        store = reads.store
-        writes: dict[str, builtins.list[Stored]] = {record.id: [] for record in records}
-        by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
-        others: builtins.list[str] = []
-        ranged = reads.ranges
-        for record in records:
-            state = record.state
-            if ranged and state.get("format", 1) >= 2:
-                by_namespace.setdefault((record.run_id, state["checkpoint_ns"]), []).append(record.id)
-            else:
-                others.append(record.id)
-        found: builtins.list[Stored] = []
-        for group in by_namespace.values():
-            low, high = min(group), max(mapping.record_range(owner)[1] for owner in group)
-            found += await reads.fetch(_WRITES_IN_RANGE, {"low": low, "high": high})
-        if others:
-            found += await store.checkpoints.all((F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(others))
+                               records: Sequence[Stored]) -> dict[str, builtins.list[dict[str, Any]]]:
+        """The fields of each checkpoint record's writes. Their ids extend their checkpoint's writes prefix,
+        so a namespace's records are served by one id range (an index range) where the store has range
+        filters; elsewhere they are found by `owner`."""
+        writes: dict[str, builtins.list[dict[str, Any]]] = {record.id: [] for record in records}
+        found: builtins.list[dict[str, Any]] = []
+        if reads.ranges:
+            by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
+            for record in records:
+                state = record.state
+                thread_id, ns = state["thread_id"], state["checkpoint_ns"]
+                by_namespace.setdefault((thread_id, ns), []).append(
+                    checkpoint_writes_prefix(thread_id, ns, state["checkpoint_id"]))
+            for prefixes in by_namespace.values():
+                low, high = min(prefixes), max(prefix_range(prefix)[1] for prefix in prefixes)
+                found += await reads.fetch_writes(_WRITES_IN_RANGE, {"low": low, "high": high})
+        else:
+            found = [write.__dict__ for write in await reads.writes.all(F.owner.in_(builtins.list(writes)))]
         for write in found:
-            owned = writes.get(write.node_id)
+            owned = writes.get(write["owner"])
             if owned is not None:
                 owned.append(write)
         return writes
 
-    def _tuple(self, record: Stored, writes: Sequence[Stored]) -> CheckpointTuple:
+    def _tuple(self, record: Stored, writes: Sequence[dict[str, Any]]) -> CheckpointTuple:
         state = record.state
         thread_id, ns = state["thread_id"], state["checkpoint_ns"]
         parent_id = state["parent_checkpoint_id"]
@@ -288,7 +288,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return record, mapping.config_for(thread_id, ns, checkpoint["id"])
 
     def _writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                task_path: str) -> tuple[builtins.list[Record], bool]:
+                task_path: str) -> tuple[builtins.list[LangGraphWrite], bool]:
         """The records `put_writes` stores, and whether a lone one is kept if already stored (regular
         writes: insert-or-ignore) rather than replaced (special ones)."""
         conf = config["configurable"]
@@ -298,18 +298,20 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         records = mapping.write_records(self.serde, thread_id, ns, checkpoint_id, task_id, task_path, numbered)
         return records, bool(numbered) and numbered[0][0] >= 0
 
-    async def _put_writes(self, store: AsyncStore, records: Sequence[Record], keep: bool) -> None:
+    async def _put_writes(self, store: AsyncStore, records: Sequence[LangGraphWrite], keep: bool) -> None:
+        writes = store.collection(LangGraphWrite)
         if len(records) == 1:  # regular writes: insert-or-ignore; special ones: replace (one write, no read)
-            await store.checkpoints._put_built(records, keep_existing=keep)
+            await writes._put_built(records, keep_existing=keep)
         elif records:  # both kinds (rare): the regular record is kept if stored, in one write with the special one
             regular, special = records
-            if await store.checkpoints.get_many([regular.id], vectors=False):
+            if await writes.get_many([regular.id], vectors=False):
                 records = [special]
-            await store.checkpoints._put_built(records)
+            await writes._put_built(records)
 
     # deleting and copying -----------------------------------------------------------------
     async def _delete_thread(self, store: AsyncStore, thread_id: str) -> None:
         await store.checkpoints.delete(where=F.run_id == thread_id)
+        await store.collection(LangGraphWrite).delete(where=_thread_writes(store, thread_id))
 
     async def _delete_for_runs(self, store: AsyncStore, run_ids: Sequence[str]) -> None:
         runs = set(run_ids)
@@ -318,7 +320,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         where: Expr = F.branch_id != mapping.WRITES_BRANCH
         if Capability.FILTER_METADATA in store.capabilities:
             where = where & F.metadata["run_id"].in_(sorted(runs))
-        doomed = [r.id async for r in store.checkpoints.iterate(where, batch_size=_CHUNK, vectors=False)
+        doomed = [r async for r in store.checkpoints.iterate(where, batch_size=_CHUNK, vectors=False)
                   if r.metadata.get("run_id") in runs]
         await _delete_checkpoints(store, doomed)
 
@@ -326,6 +328,9 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         source = store.checkpoints.iterate(F.run_id == source_thread_id, batch_size=_CHUNK)
         async for chunk in _chunks(source, _CHUNK):
             await store.checkpoints.put([mapping.moved(record, target_thread_id) for record in chunk])
+        writes = store.collection(LangGraphWrite)
+        async for part in _chunks(writes.iterate(_thread_writes(store, source_thread_id), batch_size=_CHUNK), _CHUNK):
+            await writes.put([mapping.moved_write(write, target_thread_id) for write in part])
 
     async def _prune(self, store: AsyncStore, thread_ids: Sequence[str], strategy: str) -> None:
         if strategy not in ("keep_latest", "delete"):
@@ -335,11 +340,11 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 await self._delete_thread(store, thread_id)
                 continue
             seen: set[str] = set()
-            doomed: builtins.list[str] = []
+            doomed: builtins.list[Record] = []
             where = (F.run_id == thread_id) & (F.branch_id != mapping.WRITES_BRANCH)
             async for record in store.checkpoints.iterate(where, order_by="-id", batch_size=_CHUNK, vectors=False):
                 if record.branch_id in seen:
-                    doomed.append(record.id)
+                    doomed.append(record)
                 seen.add(record.branch_id)
             await _delete_checkpoints(store, doomed)
 
@@ -350,29 +355,6 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     def __repr__(self) -> str:
         return f"<MnemostoreSaver {self.store!r}>"
-
-
-async def _latest_in_range(reads: Reads, thread_id: str,
-                           ns: str) -> tuple[Stored | None, builtins.list[Stored] | None]:
-    """The namespace's latest checkpoint and its writes, in one read when it has no writes, two
-    when it has: newest id first, a checkpoint's writes (ids extending its own) come just before it."""
-    low, high = mapping.namespace_range(thread_id, ns)
-    found = await reads.fetch(_NEWEST_IN_RANGE, {"low": low, "high": high}, limit=1)
-    newest = found[0] if found else None
-    if newest is None or newest.branch_id != mapping.WRITES_BRANCH:
-        return newest, []
-    owner = newest.node_id
-    found = await _id_range(reads, *mapping.record_range(owner))
-    record = next((r for r in found if r.id == owner and r.branch_id != mapping.WRITES_BRANCH), None)
-    if record is not None:
-        return record, [r for r in found if mapping.is_write_of(r, owner)]
-    # writes whose checkpoint is gone: the newest checkpoint below them
-    found = await reads.fetch(_NEWEST_CHECKPOINT_IN_RANGE, {"low": low, "high": high}, limit=1)
-    return (found[0] if found else None), None
-
-
-async def _id_range(reads: Reads, low: str, high: str) -> Sequence[Stored]:
-    return await reads.fetch(_IN_RANGE, {"low": low, "high": high})
 
 
 async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id: str | None, batch: int,
@@ -400,18 +382,17 @@ async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id:
 
 
 _RANGE = (F.id >= Param("low")) & (F.id < Param("high"))
-_IN_RANGE = QueryShape(Record, _RANGE, "id")
+_BY_ID = QueryShape(Record, F.id == Param("id"))
 _NEWEST_IN_RANGE = QueryShape(Record, _RANGE, "-id")
-_NEWEST_CHECKPOINT_IN_RANGE = QueryShape(Record, _RANGE & (F.branch_id != mapping.WRITES_BRANCH), "-id")
-_WRITES_IN_RANGE = QueryShape(
-    Record, (F.branch_id == mapping.WRITES_BRANCH) & (F.id >= Param("low")) & (F.id < Param("high")), "id")
+_WRITES_IN_RANGE = QueryShape(LangGraphWrite, _RANGE, "id")
 _THREAD_LIST = QueryShape(Record, (F.branch_id != mapping.WRITES_BRANCH) & (F.run_id == Param("run")), "-id")
 _THREAD_LIST_BELOW = QueryShape(
     Record, (F.branch_id != mapping.WRITES_BRANCH) & (F.run_id == Param("run")) & (F.id < Param("high")), "-id")
 _NAMESPACE_LIST = QueryShape(Record, (F.branch_id == Param("branch")) & (F.run_id == Param("run"))
                              & (F.id >= Param("low")) & (F.id < Param("high")), "-id")
-"""The saver's reads, each compiled once per store (`QueryShape`): id ranges of a namespace or a
-checkpoint (`mapping.record_range`), and a thread's pages for `list` (without, then with, a bound)."""
+"""The saver's reads, each compiled once per store (`QueryShape`): a checkpoint by id, the newest of a
+namespace's id range, the writes in an id range (`langgraph_ids.prefix_range`), and a thread's pages for
+`list` (without, then with, a bound)."""
 
 
 def _list_where(store: AsyncStore, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
@@ -438,11 +419,38 @@ def _list_where(store: AsyncStore, thread_id: str | None, ns: str | None, checkp
     return all_of(*parts), exact
 
 
-async def _delete_checkpoints(store: AsyncStore, ids: Sequence[str]) -> None:
-    for start in range(0, len(ids), _CHUNK):
-        chunk = builtins.list(ids[start:start + _CHUNK])
-        await store.checkpoints.delete(where=(F.branch_id == mapping.WRITES_BRANCH) & F.node_id.in_(chunk))
-        await store.checkpoints.delete(chunk)
+async def _delete_checkpoints(store: AsyncStore, records: Sequence[Stored]) -> None:
+    """Delete these checkpoint records and their writes, `_CHUNK` at a time: where the store has range
+    filters, each checkpoint's writes by their id range (an index range; `owner` has no index), else by `owner`."""
+    writes = store.collection(LangGraphWrite)
+    ranged = Capability.FILTER_RANGE in store.capabilities
+    for start in range(0, len(records), _CHUNK):
+        chunk = records[start:start + _CHUNK]
+        ids = [record.id for record in chunk]
+        if not ranged:
+            await writes.delete(where=F.owner.in_(ids))
+        for record in chunk if ranged else ():
+            state = record.state
+            prefix = checkpoint_writes_prefix(state["thread_id"], state["checkpoint_ns"], state["checkpoint_id"])
+            await writes.delete(where=_prefixed(prefix) & (F.owner == record.id))
+        await store.checkpoints.delete(ids)
+
+
+async def _prepare(store: AsyncStore) -> None:
+    await store.checkpoints.prepare()
+    await store.collection(LangGraphWrite).prepare()
+
+
+def _thread_writes(store: AsyncStore, thread_id: str) -> Expr:
+    """A thread's writes: one id range where the store has range filters, else by `thread`."""
+    if Capability.FILTER_RANGE in store.capabilities:
+        return _prefixed(thread_writes_prefix(thread_id))
+    return F.thread == thread_id
+
+
+def _prefixed(prefix: str) -> Expr:
+    low, high = prefix_range(prefix)
+    return (F.id >= low) & (F.id < high)
 
 
 def _pushable(value: Any) -> bool:

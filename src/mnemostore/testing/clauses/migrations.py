@@ -14,10 +14,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from ...core.base64text import to_text
 from ...core.capabilities import Capability
 from ...core.errors import (
     ChecksumMismatch,
@@ -33,14 +35,22 @@ from ...core.kinds import kinds, register_kind
 from ...core.records import Checkpoint, Embedding, Record, hash_state
 from ...core.store import Store
 from ...core.url import StoreURL
-from ...kinds.langgraph_ids import item_id
+from ...kinds.langgraph_ids import (
+    LEGACY_WRITES_BRANCH,
+    LEGACY_WRITES_INFIX,
+    checkpoint_writes_prefix,
+    digest,
+    item_id,
+    write_id,
+)
 from ...migrations.langgraph_items import LANGGRAPH_ITEMS_MIGRATION_ID
+from ...migrations.langgraph_writes import LANGGRAPH_WRITES_MIGRATION_ID
 from ...migrations.ledger import LEDGER_KEY, PROGRESS_KEY, Ledger, LedgerEntry, whoami
 from ...migrations.locking import holding
 from ...migrations.records import add_metadata_default, rename_metadata_key
 from ...migrations.runner import Runner
 from ...migrations.state_hashes import STATE_HASH_MIGRATION_ID, sha256_state_digest
-from ..factories import make, vectors
+from ..factories import BASE_TIME, make, vectors
 from ..oracle import assert_same_records
 from ..requirements import requires, since
 from ..subprocesses import WAIT_SECONDS, workers_running
@@ -181,6 +191,77 @@ def stored_items(stores: Mapping[str | None, Store]) -> dict[str | None, tuple[l
 
     register_kind(LangGraphItem)
     return {tenant: (store.embeddings.all(order_by="id"), store.collection(LangGraphItem).all(order_by="id"))
+            for tenant, store in stores.items()}
+
+
+OlderWrite = tuple[int, str, str, str, tuple[tuple[int, str, str, bytes], ...]]
+"""(writes format, checkpoint namespace, task id, task path, its writes as (idx, channel, value type, value
+bytes)) of one write record a LangGraph saver of formats 1 to 4 kept (formats 1 to 3: one write a record)."""
+
+WRITES_THREAD, WRITES_CHECKPOINT = "t", "c1"
+OLDER_WRITES: tuple[OlderWrite, ...] = (
+    (4, "", "a", "p", ((0, "ch", "json", b'"x"'), (1, "other", "msgpack", b"\x01\x02"))),
+    (3, "", "b", "p", ((0, "ch", "bytes", b"\x00\xff"),)),
+    (2, "sub", "c", "", ((0, "ch", "json", b'{"n": 1}'),)),
+    (1, "", "d", "q", ((-1, "__error__", "json", b'"boom"'),)),
+)
+"""A write record of each format, on one thread and checkpoint (one in a subgraph's namespace)."""
+
+
+def writes_owner(ns: str) -> str:
+    """The record id of the checkpoint writes in namespace `ns` are pending on (the saver's
+    `mapping.checkpoint_record_id`)."""
+    return f"lg.{digest(WRITES_THREAD, ns)}.{WRITES_CHECKPOINT}"
+
+
+def older_write_record(write: OlderWrite) -> Checkpoint:
+    """A write record as its format stored it: a checkpoint on the `langgraph:writes` branch, its id the
+    owner's, `.w.` and a digest of the task and idx list (format 1: a digest of the thread, namespace,
+    checkpoint, task and idx); format 4 lists [idx, channel, value type, size] in `state["writes"]`, the
+    values one after another in `payload`; format 3 keeps its one write's value in `payload`, formats 1 and
+    2 as [type, base64] in `state["value"]`."""
+    format, ns, task_id, task_path, writes = write
+    owner = writes_owner(ns)
+    ident = f"{owner}{LEGACY_WRITES_INFIX}{digest(task_id, ','.join(str(part[0]) for part in writes))}"
+    state: dict[str, Any] = {"format": format, "checkpoint_ns": ns, "checkpoint_id": WRITES_CHECKPOINT,
+                             "task_id": task_id, "task_path": task_path}
+    payload: bytes | None = b"".join(part[3] for part in writes)
+    if format == 4:
+        state["writes"] = [[idx, channel, kind, len(value)] for idx, channel, kind, value in writes]
+    else:
+        ((idx, channel, kind, value),) = writes
+        state.update(idx=idx, channel=channel)
+        if format == 3:
+            state["type"] = kind
+        else:
+            state["value"], payload = [kind, to_text(value)], None
+        if format == 1:
+            ident = f"lgw.{digest(WRITES_THREAD, ns, WRITES_CHECKPOINT, task_id, str(idx))}"
+    return Checkpoint(id=ident, run_id=WRITES_THREAD, node_id=owner, parent_ids=[owner],
+                      branch_id=LEGACY_WRITES_BRANCH, state=state, payload=payload, metadata={"n": format},
+                      created_at=BASE_TIME + timedelta(minutes=format), updated_at=BASE_TIME + timedelta(hours=format))
+
+
+def writes_of_older_code(stores: Mapping[str | None, Store]) -> dict[str, Checkpoint]:
+    """LangGraph pending writes as an older mnemostore kept them (`OLDER_WRITES`: checkpoint records of
+    writes formats 1 to 4), a checkpoint of the application's own beside them in every tenant, and a
+    ledger without the move: the store an older mnemostore leaves. Returns them by id."""
+    written = [*map(older_write_record, OLDER_WRITES),
+               Checkpoint(id="own", run_id=WRITES_THREAD, state={"x": 1})]  # not on the writes branch: stays
+    for store in stores.values():
+        store.checkpoints.put(written)
+    backend = stores[None].backend
+    backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing(LANGGRAPH_WRITES_MIGRATION_ID).to_json())
+    return {record.id: record for record in stores[None].checkpoints.get_many([r.id for r in written])
+            if record is not None}
+
+
+def stored_writes(stores: Mapping[str | None, Store]) -> dict[str | None, tuple[list[Checkpoint], list[Any]]]:
+    """Each tenant's (checkpoints, LangGraph pending writes) by id, the write kind registered to read them."""
+    from ...kinds.langgraph_writes import LangGraphWrite
+
+    register_kind(LangGraphWrite)
+    return {tenant: (store.checkpoints.all(order_by="id"), store.collection(LangGraphWrite).all(order_by="id"))
             for tenant, store in stores.items()}
 
 
@@ -536,6 +617,68 @@ class MigrationClauses:
         finally:
             if not registered:
                 kinds.unregister("langgraph_item")
+
+    @since("1.14")
+    def test_langgraph_writes_an_older_mnemostore_kept_as_checkpoints_move_to_their_kind_resumably(
+            self, open_store: Callable[..., Store]) -> None:
+        """LangGraph pending writes an older mnemostore kept as checkpoint records (writes formats 1 to 4)
+        move to the `langgraph_write` kind (`mnemostore.0003_langgraph_write_kind`), under ids of their
+        checkpoint's writes range: refused on open when asked; an interrupted run resumes; then every write
+        is there with its fields, its writes and values kept, the application's own checkpoint stays; `down`
+        moves them back as format-4 write records."""
+        registered = "langgraph_write" in kinds.applications()  # before the import: importing it registers it
+        try:
+            from ...kinds.langgraph_writes import LangGraphWrite
+
+            stores = tenant_stores(open_store)
+            older = writes_of_older_code(stores)
+            with pytest.raises(PendingMigrations) as caught:
+                open_store(migrate="refuse")
+            assert LANGGRAPH_WRITES_MIGRATION_ID in str(caught.value)
+            with pytest.raises(Interrupted):
+                Runner(stores[None].backend, progress=InterruptedAfterOneBatch()).up()
+            assert entries(stores[None], LANGGRAPH_WRITES_MIGRATION_ID) == [], "an interrupted run was recorded"
+            found = stored_writes(stores)
+            assert [len(found[tenant][1]) for tenant in TENANTS] == [len(OLDER_WRITES), 0], (
+                "the first tenant's writes must have moved and the other tenant's not yet")
+            opened = open_store(migrate="auto")  # resumes after the saved position
+            assert [m.id for m in Runner(opened.backend).status().pending] == []
+
+            def expected(tenant: str | None, format: int | None = None) -> list[Record]:
+                """Each older write as the move leaves it (format None), or as a write record of `format`,
+                with the shared fields it was stored with."""
+                records: list[Record] = []
+                for write in OLDER_WRITES:
+                    old = older[older_write_record(write).id]
+                    shared = {"tenant_id": tenant, "metadata": old.metadata, "created_at": old.created_at,
+                              "updated_at": old.updated_at}
+                    if format is not None:
+                        records.append(older_write_record((format, *write[1:])).model_copy(update=shared))
+                        continue
+                    _, ns, task_id, task_path, writes = write
+                    records.append(LangGraphWrite(
+                        id=write_id(checkpoint_writes_prefix(WRITES_THREAD, ns, WRITES_CHECKPOINT), task_id,
+                                    [part[0] for part in writes]),
+                        thread=WRITES_THREAD, owner=writes_owner(ns), checkpoint_ns=ns,
+                        checkpoint_id=WRITES_CHECKPOINT, task_id=task_id, task_path=task_path,
+                        writes=[[idx, channel, kind, len(value)] for idx, channel, kind, value in writes],
+                        payload=b"".join(part[3] for part in writes), **shared))
+                return sorted(records, key=lambda r: r.id)
+
+            own = older["own"]
+            for tenant, (checkpoints, writes) in stored_writes(stores).items():
+                assert [r.id for r in checkpoints] == ["own"], f"tenant {tenant!r}: only the own checkpoint stays"
+                assert_same_records(checkpoints, [own.model_copy(update={"tenant_id": tenant})])
+                assert_same_records(writes, expected(tenant))
+
+            assert Runner(stores[None].backend).down() == [LANGGRAPH_WRITES_MIGRATION_ID]
+            for tenant, (checkpoints, writes) in stored_writes(stores).items():
+                assert writes == [], f"tenant {tenant!r}: down must move every write back"
+                assert_same_records(checkpoints, sorted(
+                    [own.model_copy(update={"tenant_id": tenant}), *expected(tenant, format=4)], key=lambda r: r.id))
+        finally:
+            if not registered:
+                kinds.unregister("langgraph_write")
 
     @since("1.1")
     def test_a_store_migrated_by_a_newer_mnemostore_is_refused(self, open_store: Callable[..., Store]) -> None:
