@@ -47,10 +47,9 @@ def forget_the_writes_kind() -> None:
     kinds.unregister(langgraph_writes.LangGraphWrite.kind)
 
 
-def items_storage_made(backend: Any, tenant: str | None) -> bool | None:
-    """Whether the item kind's storage (table, collections) exists, asked of the backend; None on a backend
-    that makes none (memory, file). A backend that never wrote it asks the engine, not its own cache."""
-    kind = langgraph_items.LangGraphItem.kind
+def items_storage_made(backend: Any, tenant: str | None, kind: str = langgraph_items.LangGraphItem.kind) -> bool | None:
+    """Whether the item kind's (or `kind`'s) storage (table, collections) exists, asked of the backend; None on a
+    backend that makes none (memory, file). A backend that never wrote it asks the engine, not its own cache."""
     name = backend.name
     if name == "sqlite":
         return backend._kind(kind) is not None

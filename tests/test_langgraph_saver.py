@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.postgres_server import PostgresTestServer, postgres_server
-from tests.seed_kinds import forget_the_writes_kind
+from tests.seed_kinds import forget_the_writes_kind, items_storage_made
 
 import mnemostore
 from mnemostore.backends.memory import MemoryBackend
@@ -267,6 +267,36 @@ def as_format_4(write: Any) -> Any:
     from mnemostore.migrations.langgraph_writes import _to_checkpoint
 
     return _to_checkpoint(write)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("facade", ["Store", "AsyncStore"])
+def test_the_first_put_makes_the_writes_storage(backend: str, facade: str, tmp_path: Path,
+                                                request: pytest.FixtureRequest) -> None:
+    """A saver's first put makes its writes' table (as `setup` does), so its reads find one before any
+    `put_writes`: a read of a kind with no table asks the engine for it again every time."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    url = (request.getfixturevalue("postgres_server").url() + "&schema=s" + uuid.uuid4().hex[:8]
+           if backend == "postgres" else f"sqlite:///{tmp_path / 's.db'}")
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+    async def put_async() -> None:
+        async with await mnemostore.open_async(url) as store:
+            saver = MnemostoreSaver(store)
+            await saver.aput(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+
+    from mnemostore.kinds.langgraph_writes import LangGraphWrite
+
+    mnemostore.register_kind(LangGraphWrite)  # to ask for its storage before a saver registers it
+    with mnemostore.open(url) as store:
+        assert items_storage_made(store.backend, None, "langgraph_write") is False
+        if facade == "Store":
+            MnemostoreSaver(store).put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        else:
+            asyncio.run(put_async())
+    with mnemostore.open(url) as store:
+        assert items_storage_made(store.backend, None, "langgraph_write") is True
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])

@@ -66,16 +66,22 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         self._sync = store if isinstance(store, Store) else None
         """The sync `Store` the sync writes call straight (`Collection._put_built`), if given one."""
         self._sync_writes = None if self._sync is None else self._sync.collection(LangGraphWrite)
+        self._set_up = False
+        """Whether `setup` ran: the first put runs it, so the writes' table is there before a read looks for it
+        (a read of a kind with no table yet asks the engine for it every time), as LangGraph's savers make
+        their tables at first use."""
 
     def setup(self) -> None:
         """Make the checkpoints' and the writes' storage now rather than at the first put (the writes' table,
         its declaration recorded; a store makes its built-in kinds' tables when it is created), as LangGraph's
         `SqliteSaver.setup()` and `PostgresSaver.setup()` do; running it again changes nothing."""
         self._bridge.run(_prepare(self._bridge.driven))
+        self._set_up = True
 
     async def asetup(self) -> None:
         """`setup` awaited (LangGraph's async savers name theirs `setup`)."""
         await _prepare(self._bridge.awaited())
+        self._set_up = True
 
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -100,6 +106,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             self._sync.checkpoints._put_built([record])
         else:
             self._bridge.run(self._bridge.driven.checkpoints._put_built([record]))
+        if not self._set_up:
+            self.setup()
         return saved
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
@@ -148,6 +156,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                    new_versions: ChannelVersions) -> RunnableConfig:
         record, saved = self._checkpoint(config, checkpoint, metadata)
         await self._bridge.awaited().checkpoints._put_built([record])
+        if not self._set_up:
+            await self.asetup()
         return saved
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
