@@ -137,3 +137,41 @@ def test_sqlite_documents_are_the_records_stored_fields(tmp_path: Path) -> None:
             assert len(expected) == (4 if limit is None else limit)
         by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-sequence")
         assert backend.query_shape_documents("checkpoint", None, by_run, {"run": "r"}, None) is None
+
+
+_shape_reads = st.lists(st.tuples(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"]),
+                                  st.sampled_from(["c", "d", "e"]), st.sampled_from(["id", "-id"]),
+                                  st.sampled_from([None, 1, 2])),
+                        min_size=1, max_size=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(reads=_shape_reads, written=st.sets(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"])))
+def test_several_shapes_read_in_one_statement_give_what_each_read_gives(reads: list[Any], written: set[str]) -> None:
+    """`query_shapes_documents` gives each shape's documents as `query_shape_documents` gives them, in its
+    order: kinds with no bytes column beside one with, a kind whose table does not exist yet, limits of
+    one (a statement of its own shape) and more; None when one of them would take two statements."""
+    from mnemostore.core.records import Heuristic
+    from mnemostore.kinds.langgraph_writes import LangGraphWrite
+
+    mnemostore.register_kind(LangGraphWrite)
+    classes = {"checkpoint": Checkpoint, "heuristic": Heuristic, "langgraph_write": LangGraphWrite}
+    with tempfile.TemporaryDirectory() as directory, mnemostore.open(f"sqlite:///{directory}/s.db") as store:
+        if "checkpoint" in written:
+            store.checkpoints.put([Checkpoint(id=f"c{n}", run_id="r", state={"n": n}, payload=b"x" * n * 900)
+                                   for n in range(4)])
+        if "heuristic" in written:
+            store.heuristics.put([{"id": f"{x}{n}", "condition": "c", "strategy": "s"} for x in "cd" for n in range(3)])
+        if "langgraph_write" in written:
+            store.collection(LangGraphWrite).put([LangGraphWrite(
+                id=f"e{n}", thread="t", owner="o", checkpoint_ns="", checkpoint_id="c", task_id="k",
+                writes=[[0, "ch", "bytes", n]], payload=b"y" * n) for n in range(3)])
+        backend: Any = store.backend
+        several = [(kind, QueryShape(classes[kind], (F.id >= Param("low")) & (F.id < Param("high")), order),
+                    {"low": low, "high": chr(ord(low) + 1)}, limit) for kind, low, order, limit in reads]
+        found = backend.query_shapes_documents(None, several)
+        assert found == [backend.query_shape_documents(kind, None, shape, values, limit)
+                         for kind, shape, values, limit in several]
+        by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-sequence")  # two statements: refused
+        if "checkpoint" in written:
+            assert backend.query_shapes_documents(None, [*several, ("checkpoint", by_run, {"run": "r"}, None)]) is None

@@ -39,17 +39,33 @@ class Reads:
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
         return await self.store.checkpoints.fetch(shape, values, limit=limit, vectors=False)
 
-    async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any],
+                           limit: int | None = None) -> list[dict[str, Any]]:
         """The fields of the `LangGraphWrite` records a shape of that kind reads (`mapping.pending_writes`)."""
-        return [record.__dict__ for record in await self.writes.fetch(shape, values, vectors=False)]
+        return [record.__dict__ for record in await self.writes.fetch(shape, values, limit=limit, vectors=False)]
+
+    async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
+                                writes: QueryShape, write_values: Mapping[str, Any],
+                                write_limit: int | None) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
+        """`fetch` and `fetch_writes` of two shapes that do not depend on each other (one statement on a
+        flat read)."""
+        return await self.fetch(shape, values, limit), await self.fetch_writes(writes, write_values, write_limit)
+
+
+ShapeRead = tuple[str, QueryShape, Mapping[str, Any], int | None]
+"""(kind, shape, values, limit) of one of the reads `query_shapes_documents` makes in one statement."""
 
 
 @runtime_checkable
 class DocumentReads(Protocol):
-    """A backend that reads a shape's records as their stored fields (`SQLiteBackend.query_shape_documents`)."""
+    """A backend that reads a shape's records as their stored fields (`SQLiteBackend.query_shape_documents`),
+    and several shapes' in one statement (`query_shapes_documents`)."""
 
     def query_shape_documents(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
                               limit: int | None) -> list[dict[str, Any]] | None: ...
+
+    def query_shapes_documents(self, tenant: str | None,
+                               reads: Sequence[ShapeRead]) -> list[list[dict[str, Any]]] | None: ...
 
 
 class FlatReads(Reads):
@@ -62,6 +78,7 @@ class FlatReads(Reads):
     def __init__(self, store: AsyncStore, backend: DocumentReads) -> None:
         super().__init__(store)
         self._documents = backend.query_shape_documents
+        self._several = backend.query_shapes_documents
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
         store = self.store
@@ -72,12 +89,25 @@ class FlatReads(Reads):
             return await super().fetch(shape, values, limit)
         return [StoredFields(data) for data in found]
 
-    async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any],
+                           limit: int | None = None) -> list[dict[str, Any]]:
         store = self.store
         if store.closed:
             raise StoreClosed(f"{store!r} is closed")
-        found = self._documents(LangGraphWrite.kind, store.tenant, shape, values, None)
-        return await super().fetch_writes(shape, values) if found is None else found
+        found = self._documents(LangGraphWrite.kind, store.tenant, shape, values, limit)
+        return await super().fetch_writes(shape, values, limit) if found is None else found
+
+    async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
+                                writes: QueryShape, write_values: Mapping[str, Any],
+                                write_limit: int | None) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
+        store = self.store
+        if store.closed:
+            raise StoreClosed(f"{store!r} is closed")
+        found = self._several(store.tenant, ((Record.kind, shape, values, limit),
+                                             (LangGraphWrite.kind, writes, write_values, write_limit)))
+        if found is None:
+            return await super().fetch_with_writes(shape, values, limit, writes, write_values, write_limit)
+        return [StoredFields(data) for data in found[0]], found[1]
 
 
 def reads_for(store: Store | AsyncStore) -> Reads:

@@ -30,7 +30,12 @@ from ...core.kinds import register_kind
 from ...core.records import Checkpoint as Record
 from ...core.shapes import Param, QueryShape
 from ...core.store import Store
-from ...kinds.langgraph_ids import checkpoint_writes_prefix, prefix_range, thread_writes_prefix
+from ...kinds.langgraph_ids import (
+    checkpoint_writes_prefix,
+    namespace_writes_prefix,
+    prefix_range,
+    thread_writes_prefix,
+)
 from ...kinds.langgraph_writes import LangGraphWrite
 from . import mapping
 from .bridge import Bridge
@@ -184,17 +189,27 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         checkpoint_id = get_checkpoint_id(config)
         ranges = reads.ranges
         record: Stored | None
-        if checkpoint_id:
+        if checkpoint_id and ranges:  # one read: the record by id, and its writes' range
             owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
-            if ranges:
-                found = await reads.fetch(_BY_ID, {"id": owner}, limit=1)
-                record = found[0] if found else None
-            else:
-                record = await store.checkpoints.get(owner)
-        elif ranges:
+            low, high = prefix_range(checkpoint_writes_prefix(thread_id, ns, checkpoint_id))
+            found, writes = await reads.fetch_with_writes(_BY_ID, {"id": owner}, 1,
+                                                          _WRITES_IN_RANGE, {"low": low, "high": high}, None)
+            if not found:
+                return None
+            return self._tuple(found[0], [write for write in writes if write["owner"] == owner])
+        if ranges:  # one read when the latest has no writes: it, and the namespace's newest write
             low, high = mapping.namespace_range(thread_id, ns)
-            found = await reads.fetch(_NEWEST_IN_RANGE, {"low": low, "high": high}, limit=1)
-            record = found[0] if found else None
+            write_low, write_high = prefix_range(namespace_writes_prefix(thread_id, ns))
+            found, newest = await reads.fetch_with_writes(
+                _NEWEST_IN_RANGE, {"low": low, "high": high}, 1,
+                _NEWEST_WRITE_IN_RANGE, {"low": write_low, "high": write_high}, 1)
+            if not found:
+                return None
+            record = found[0]
+            if not newest or newest[0]["id"] < checkpoint_writes_prefix(thread_id, ns, record.state["checkpoint_id"]):
+                return self._tuple(record, [])  # every write of it would sort after the namespace's newest
+        elif checkpoint_id:
+            record = await store.checkpoints.get(mapping.checkpoint_record_id(thread_id, ns, checkpoint_id))
         else:
             where = (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns))
             record = await store.checkpoints.first(where, order_by="-id")
@@ -395,14 +410,15 @@ _RANGE = (F.id >= Param("low")) & (F.id < Param("high"))
 _BY_ID = QueryShape(Record, F.id == Param("id"))
 _NEWEST_IN_RANGE = QueryShape(Record, _RANGE, "-id")
 _WRITES_IN_RANGE = QueryShape(LangGraphWrite, _RANGE, "id")
+_NEWEST_WRITE_IN_RANGE = QueryShape(LangGraphWrite, _RANGE, "-id")
 _THREAD_LIST = QueryShape(Record, (F.branch_id != mapping.WRITES_BRANCH) & (F.run_id == Param("run")), "-id")
 _THREAD_LIST_BELOW = QueryShape(
     Record, (F.branch_id != mapping.WRITES_BRANCH) & (F.run_id == Param("run")) & (F.id < Param("high")), "-id")
 _NAMESPACE_LIST = QueryShape(Record, (F.branch_id == Param("branch")) & (F.run_id == Param("run"))
                              & (F.id >= Param("low")) & (F.id < Param("high")), "-id")
 """The saver's reads, each compiled once per store (`QueryShape`): a checkpoint by id, the newest of a
-namespace's id range, the writes in an id range (`langgraph_ids.prefix_range`), and a thread's pages for
-`list` (without, then with, a bound)."""
+namespace's id range, the writes (or the newest write) in an id range (`langgraph_ids.prefix_range`), and a
+thread's pages for `list` (without, then with, a bound)."""
 
 
 def _list_where(store: AsyncStore, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
