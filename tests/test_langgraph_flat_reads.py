@@ -119,6 +119,29 @@ def test_only_a_sync_sqlite_store_reads_flat(tmp_path: Path) -> None:
         saver.get_tuple(_config("t", ""))
 
 
+def test_flat_reads_without_several_shapes_read_them_one_after_another(tmp_path: Path) -> None:
+    """A backend with `query_shape_documents` but not `query_shapes_documents` (a plugin's) still reads
+    flat: the checkpoint and its writes one after another, the same tuples."""
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        saver = MnemostoreSaver(store)
+        config = saver.put(_config("t", ""), empty_checkpoint(), {"source": "loop", "step": 0}, {})
+        saver.put_writes(config, [("a", 1), ("__error__", "e")], "task")
+        newer = saver.put(config, empty_checkpoint(), {"source": "loop", "step": 1}, {})
+        saver.put_writes(newer, [("b", 2)], "task")
+        both = [saver.get_tuple(config), saver.get_tuple(newer), saver.get_tuple(_config("t", ""))]
+
+        class OneShape:
+            def __init__(self, backend: Any) -> None:
+                self.query_shape_documents = backend.query_shape_documents
+
+        one_by_one = FlatReads(store._async, OneShape(store.backend))
+        assert one_by_one._several is None
+        saver._reads = one_by_one
+        assert [saver.get_tuple(config), saver.get_tuple(newer), saver.get_tuple(_config("t", ""))] == both
+        assert [t.pending_writes for t in both] == [[("task", "__error__", "e"), ("task", "a", 1)],
+                                                    [("task", "b", 2)], [("task", "b", 2)]]
+
+
 def test_sqlite_documents_are_the_records_stored_fields(tmp_path: Path) -> None:
     """`query_shape_documents` gives each record `query_shape` gives, as its stored fields (payloads plain
     and compressed); None for a shape whose statement would be two (the caller then takes `query_shape`)."""

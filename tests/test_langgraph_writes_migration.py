@@ -194,6 +194,19 @@ def test_only_write_records_move() -> None:
         checkpoint_writes_prefix("t", "", "c1"), "a", [])})
 
 
+def test_a_write_whose_new_id_would_be_too_long_is_refused_by_name() -> None:
+    """A checkpoint id that format 4 could key (its record id within 512 characters) but whose write id in
+    the new kind would pass 512 stops the move with a clear error naming `id`, not a record no backend
+    promises to hold."""
+    from mnemostore.core.errors import ValidationError
+
+    long_id = "c" * 430
+    with pytest.raises(ValidationError) as refused:
+        _to_write(format_4("t", "", long_id, "a", "", [(0, "ch", "json", b"1")]))
+    assert refused.value.errors[0][0] == "id"
+    assert _to_write(format_4("t", "", "c" * 300, "a", "", [(0, "ch", "json", b"1")])) is not None
+
+
 def test_the_move_is_planned_after_the_items_move_and_locks_older_code_out() -> None:
     """The library's third record step, after the items move, reversible, for old stores only, and recorded
     as a layout step (an older mnemostore refuses the store)."""

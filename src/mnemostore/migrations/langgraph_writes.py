@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.base64text import from_text
 from ..core.codec import trusted_record
-from ..core.records import Checkpoint, Record, hash_exact_state
+from ..core.records import MAX_ID, Checkpoint, Record, hash_exact_state
 from ..kinds.langgraph_ids import (
     LEGACY_WRITES_BRANCH,
     LEGACY_WRITES_INFIX,
@@ -60,6 +60,8 @@ def _to_write(record: Record) -> Record | None:
         "embedding": None, "thread": thread, "owner": record.node_id, "checkpoint_ns": ns,
         "checkpoint_id": checkpoint_id, "task_id": task_id, "task_path": state.get("task_path", ""),
         "writes": writes, "payload": payload}
+    if len(data["id"]) > MAX_ID:  # a checkpoint id past ~400 characters: validation names the field it breaks
+        return LangGraphWrite(**data)
     return trusted_record(LangGraphWrite, data, complete=True)
 
 

@@ -8,7 +8,7 @@ against ~22k a row). Every other store, and every async method, reads through th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -58,14 +58,15 @@ ShapeRead = tuple[str, QueryShape, Mapping[str, Any], int | None]
 
 @runtime_checkable
 class DocumentReads(Protocol):
-    """A backend that reads a shape's records as their stored fields (`SQLiteBackend.query_shape_documents`),
-    and several shapes' in one statement (`query_shapes_documents`)."""
+    """A backend that reads a shape's records as their stored fields (`SQLiteBackend.query_shape_documents`);
+    one that also reads several shapes' in one statement has `query_shapes_documents` (`SeveralShapes`)."""
 
     def query_shape_documents(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
                               limit: int | None) -> list[dict[str, Any]] | None: ...
 
-    def query_shapes_documents(self, tenant: str | None,
-                               reads: Sequence[ShapeRead]) -> list[list[dict[str, Any]]] | None: ...
+
+SeveralShapes = Callable[[str | None, Sequence[ShapeRead]], list[list[dict[str, Any]]] | None]
+"""`SQLiteBackend.query_shapes_documents`: optional beside `query_shape_documents`."""
 
 
 class FlatReads(Reads):
@@ -78,7 +79,7 @@ class FlatReads(Reads):
     def __init__(self, store: AsyncStore, backend: DocumentReads) -> None:
         super().__init__(store)
         self._documents = backend.query_shape_documents
-        self._several = backend.query_shapes_documents
+        self._several: SeveralShapes | None = getattr(backend, "query_shapes_documents", None)
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
         store = self.store
@@ -103,9 +104,11 @@ class FlatReads(Reads):
         store = self.store
         if store.closed:
             raise StoreClosed(f"{store!r} is closed")
-        found = self._several(store.tenant, ((Record.kind, shape, values, limit),
-                                             (LangGraphWrite.kind, writes, write_values, write_limit)))
-        if found is None:
+        several = self._several
+        found = None if several is None else several(store.tenant, ((Record.kind, shape, values, limit),
+                                                                    (LangGraphWrite.kind, writes, write_values,
+                                                                     write_limit)))
+        if found is None:  # the two flat reads, one after the other
             return await super().fetch_with_writes(shape, values, limit, writes, write_values, write_limit)
         return [StoredFields(data) for data in found[0]], found[1]
 
