@@ -27,6 +27,7 @@ from mnemostore.core.records import Checkpoint, Embedding, Record, hash_exact_st
 from mnemostore.kinds.langgraph_ids import (
     LEGACY_WRITES_BRANCH,
     LEGACY_WRITES_INFIX,
+    checkpoint_record_id,
     checkpoint_writes_prefix,
     digest,
     write_id,
@@ -58,8 +59,8 @@ def _writes_kind_forgotten() -> Iterator[None]:
 
 
 def owner_of(thread: str, ns: str, checkpoint_id: str) -> str:
-    """A checkpoint's record id, as the saver makes it (`mapping.checkpoint_record_id`)."""
-    return f"lg.{digest(thread, ns)}.{checkpoint_id}"
+    """A checkpoint's record id, as the saver makes it."""
+    return checkpoint_record_id(thread, ns, checkpoint_id)
 
 
 def format_4(thread: str, ns: str, checkpoint_id: str, task_id: str, task_path: str, writes: Sequence[Write],

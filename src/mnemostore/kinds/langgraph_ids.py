@@ -58,6 +58,24 @@ LEGACY_WRITES_BRANCH = "langgraph:writes"
 LEGACY_WRITES_INFIX = ".w."
 """Between a checkpoint's record id and a digest, in the ids of format 2 to 4 write records."""
 WRITES_MARK = "lgw."
+
+
+def checkpoint_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """A LangGraph checkpoint's record id (the `owner` its writes name): deterministic, collision-free across
+    threads, and ordered like `checkpoint_id` within a namespace."""
+    return _namespace_prefix(thread_id, checkpoint_ns) + checkpoint_id
+
+
+@lru_cache(maxsize=1024)
+def _namespace_prefix(thread_id: str, checkpoint_ns: str) -> str:
+    """`lg.<digest of thread and namespace>.`: every call of a step names the same thread (a hash saved)."""
+    return f"lg.{digest(thread_id, checkpoint_ns)}."
+
+
+def legacy_write_id(owner: str, task_id: str, idxs: Sequence[int | str]) -> str:
+    """The id writes formats 2 to 4 gave the record of a task's writes `idxs` pending on the checkpoint
+    record `owner`."""
+    return f"{owner}{LEGACY_WRITES_INFIX}{digest(task_id, ','.join(map(str, idxs)))}"
 """The start of every pending write's id (`thread_writes_prefix`)."""
 
 

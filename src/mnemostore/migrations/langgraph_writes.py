@@ -16,13 +16,7 @@ from typing import Any
 from ..core.base64text import from_text
 from ..core.codec import trusted_record
 from ..core.records import MAX_ID, Checkpoint, Record, hash_exact_state
-from ..kinds.langgraph_ids import (
-    LEGACY_WRITES_BRANCH,
-    LEGACY_WRITES_INFIX,
-    checkpoint_writes_prefix,
-    digest,
-    write_id,
-)
+from ..kinds.langgraph_ids import LEGACY_WRITES_BRANCH, checkpoint_writes_prefix, legacy_write_id, write_id
 from .model import RecordMove
 
 LANGGRAPH_WRITES_MIGRATION_ID = "mnemostore.0003_langgraph_write_kind"
@@ -75,7 +69,7 @@ def _to_checkpoint(record: Record) -> Record | None:
     state = {"format": 4, "checkpoint_ns": fields["checkpoint_ns"], "checkpoint_id": fields["checkpoint_id"],
              "task_id": task_id, "task_path": fields["task_path"], "writes": writes}
     data = {
-        "id": f"{owner}{LEGACY_WRITES_INFIX}{digest(task_id, ','.join(str(part[0]) for part in writes))}",
+        "id": legacy_write_id(owner, task_id, [part[0] for part in writes]),
         "tenant_id": record.tenant_id, "agent": record.agent, "project_id": record.project_id,
         "created_at": record.created_at, "updated_at": record.updated_at, "metadata": record.metadata,
         "embedding": record.embedding, "run_id": fields["thread"], "node_id": owner, "sequence": 0,

@@ -37,7 +37,8 @@ from ...core.errors import ValidationError
 from ...core.jsonvalues import check_text, find_json_problem
 from ...core.records import MAX_ID, hash_exact_state, utcnow
 from ...core.records import Checkpoint as Record
-from ...kinds.langgraph_ids import LEGACY_WRITES_BRANCH, checkpoint_writes_prefix, digest, write_id
+from ...kinds.langgraph_ids import LEGACY_WRITES_BRANCH, checkpoint_writes_prefix, write_id
+from ...kinds.langgraph_ids import checkpoint_record_id as checkpoint_record_id  # the saver's, tests' and bench's name
 from ...kinds.langgraph_writes import LangGraphWrite
 
 
@@ -88,21 +89,10 @@ def namespace_of(branch_id: str) -> str:
     return "" if branch_id == ROOT_BRANCH else branch_id.removeprefix(NS_BRANCH_PREFIX)
 
 
-def checkpoint_record_id(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
-    """Deterministic, collision-free across threads, and ordered like `checkpoint_id` within a namespace."""
-    return _namespace_prefix(thread_id, checkpoint_ns) + checkpoint_id
-
-
-@lru_cache(maxsize=1024)
-def _namespace_prefix(thread_id: str, checkpoint_ns: str) -> str:
-    """`lg.<digest of thread and namespace>.`: every call of a step names the same thread (a hash saved)."""
-    return f"lg.{digest(thread_id, checkpoint_ns)}."
-
-
 @lru_cache(maxsize=1024)
 def namespace_range(thread_id: str, checkpoint_ns: str) -> tuple[str, str]:
     """Ids in [low, high) are those of a namespace's checkpoints: an index range
-    (kept per namespace, as `_namespace_prefix`: a latest read asks it for the same thread each step)."""
+    (kept per namespace: a latest read asks it for the same thread each step)."""
     prefix = checkpoint_record_id(thread_id, checkpoint_ns, "")
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 

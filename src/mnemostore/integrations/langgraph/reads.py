@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
 from ...core.async_collection import AsyncCollection
@@ -34,7 +35,11 @@ class Reads:
         self.store = store
         self.ranges = Capability.FILTER_RANGE in store.capabilities
         """Whether the store's id ranges are index ranges (the saver's reads by id range), asked once."""
-        self.writes: AsyncCollection[LangGraphWrite] = store.collection(LangGraphWrite)
+
+    @cached_property
+    def writes(self) -> AsyncCollection[LangGraphWrite]:
+        """The write collection, looked up when a read needs it (an async call makes a `Reads` each time)."""
+        return self.store.collection(LangGraphWrite)
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
         return await self.store.checkpoints.fetch(shape, values, limit=limit, vectors=False)

@@ -37,10 +37,11 @@ from ...core.store import Store
 from ...core.url import StoreURL
 from ...kinds.langgraph_ids import (
     LEGACY_WRITES_BRANCH,
-    LEGACY_WRITES_INFIX,
+    checkpoint_record_id,
     checkpoint_writes_prefix,
     digest,
     item_id,
+    legacy_write_id,
     write_id,
 )
 from ...migrations.langgraph_items import LANGGRAPH_ITEMS_MIGRATION_ID
@@ -185,13 +186,32 @@ def items_of_older_code(stores: Mapping[str | None, Store]) -> dict[str, Embeddi
     return {record.id: record for record in stores[None].embeddings.get_many([r.id for r in written])}
 
 
-def stored_items(stores: Mapping[str | None, Store]) -> dict[str | None, tuple[list[Embedding], list[Any]]]:
-    """Each tenant's (embeddings, LangGraph items) by id, the item kind registered to read them."""
-    from ...kinds.langgraph_items import LangGraphItem
-
-    register_kind(LangGraphItem)
-    return {tenant: (store.embeddings.all(order_by="id"), store.collection(LangGraphItem).all(order_by="id"))
+def stored_moved(stores: Mapping[str | None, Store], source: str,
+                 target: type[Record]) -> dict[str | None, tuple[list[Any], list[Any]]]:
+    """Each tenant's (records of the `source` kind, records of the `target` kind) by id, the target kind
+    registered to read them (a move registers it for its run only)."""
+    register_kind(target)
+    return {tenant: (store.collection(source).all(order_by="id"), store.collection(target).all(order_by="id"))
             for tenant, store in stores.items()}
+
+
+def moved_by_an_interrupted_run(open_store: Callable[..., Store], stores: Mapping[str | None, Store],
+                                migration_id: str, moved: Callable[[], dict[str | None, tuple[list[Any], list[Any]]]],
+                                count: int) -> None:
+    """A move a store of older code still needs (`*_of_older_code`): refused on open when asked, naming it; a
+    run stopped after its first batch records nothing, having moved the first tenant's `count` records and
+    none of the other's (`moved` reads both kinds per tenant); the next open resumes it to the end."""
+    with pytest.raises(PendingMigrations) as caught:
+        open_store(migrate="refuse")
+    assert migration_id in str(caught.value)
+    with pytest.raises(Interrupted):
+        Runner(stores[None].backend, progress=InterruptedAfterOneBatch()).up()
+    assert entries(stores[None], migration_id) == [], "an interrupted run was recorded"
+    found = moved()
+    assert [len(found[tenant][1]) for tenant in TENANTS] == [count, 0], (
+        "the first tenant's records must have moved and the other tenant's not yet")
+    opened = open_store(migrate="auto")  # resumes after the saved position
+    assert [m.id for m in Runner(opened.backend).status().pending] == []
 
 
 OlderWrite = tuple[int, str, str, str, tuple[tuple[int, str, str, bytes], ...]]
@@ -209,9 +229,8 @@ OLDER_WRITES: tuple[OlderWrite, ...] = (
 
 
 def writes_owner(ns: str) -> str:
-    """The record id of the checkpoint writes in namespace `ns` are pending on (the saver's
-    `mapping.checkpoint_record_id`)."""
-    return f"lg.{digest(WRITES_THREAD, ns)}.{WRITES_CHECKPOINT}"
+    """The record id of the checkpoint writes in namespace `ns` are pending on."""
+    return checkpoint_record_id(WRITES_THREAD, ns, WRITES_CHECKPOINT)
 
 
 def older_write_record(write: OlderWrite) -> Checkpoint:
@@ -222,7 +241,7 @@ def older_write_record(write: OlderWrite) -> Checkpoint:
     2 as [type, base64] in `state["value"]`."""
     format, ns, task_id, task_path, writes = write
     owner = writes_owner(ns)
-    ident = f"{owner}{LEGACY_WRITES_INFIX}{digest(task_id, ','.join(str(part[0]) for part in writes))}"
+    ident = legacy_write_id(owner, task_id, [part[0] for part in writes])
     state: dict[str, Any] = {"format": format, "checkpoint_ns": ns, "checkpoint_id": WRITES_CHECKPOINT,
                              "task_id": task_id, "task_path": task_path}
     payload: bytes | None = b"".join(part[3] for part in writes)
@@ -254,15 +273,6 @@ def writes_of_older_code(stores: Mapping[str | None, Store]) -> dict[str, Checkp
     backend.write_meta(LEDGER_KEY, Ledger.read(backend).removing(LANGGRAPH_WRITES_MIGRATION_ID).to_json())
     return {record.id: record for record in stores[None].checkpoints.get_many([r.id for r in written])
             if record is not None}
-
-
-def stored_writes(stores: Mapping[str | None, Store]) -> dict[str | None, tuple[list[Checkpoint], list[Any]]]:
-    """Each tenant's (checkpoints, LangGraph pending writes) by id, the write kind registered to read them."""
-    from ...kinds.langgraph_writes import LangGraphWrite
-
-    register_kind(LangGraphWrite)
-    return {tenant: (store.checkpoints.all(order_by="id"), store.collection(LangGraphWrite).all(order_by="id"))
-            for tenant, store in stores.items()}
 
 
 def stored_hashes(stores: Mapping[str | None, Store]) -> dict[str | None, dict[str, str]]:
@@ -583,20 +593,16 @@ class MigrationClauses:
         `down` moves them back as they were."""
         registered = "langgraph_item" in kinds.applications()
         try:
+            from ...kinds.langgraph_items import LangGraphItem
+
             stores = tenant_stores(open_store)
             older = items_of_older_code(stores)
-            with pytest.raises(PendingMigrations) as caught:
-                open_store(migrate="refuse")
-            assert LANGGRAPH_ITEMS_MIGRATION_ID in str(caught.value)
-            with pytest.raises(Interrupted):
-                Runner(stores[None].backend, progress=InterruptedAfterOneBatch()).up()
-            assert entries(stores[None], LANGGRAPH_ITEMS_MIGRATION_ID) == [], "an interrupted run was recorded"
-            found = stored_items(stores)
-            assert [len(found[tenant][1]) for tenant in TENANTS] == [3, 0], (
-                "the first tenant's items must have moved and the other tenant's not yet")
-            opened = open_store(migrate="auto")  # resumes after the saved position
-            assert [m.id for m in Runner(opened.backend).status().pending] == []
-            for tenant, (embeddings, items) in stored_items(stores).items():
+
+            def stored_items() -> dict[str | None, tuple[list[Any], list[Any]]]:
+                return stored_moved(stores, "embedding", LangGraphItem)
+
+            moved_by_an_interrupted_run(open_store, stores, LANGGRAPH_ITEMS_MIGRATION_ID, stored_items, 3)
+            for tenant, (embeddings, items) in stored_items().items():
                 assert [r.id for r in embeddings] == ["own"], f"tenant {tenant!r}: only the own embedding stays"
                 assert len(items) == 3
                 for item in items:
@@ -610,7 +616,7 @@ class MigrationClauses:
                         assert item.embedding.tolist() == pytest.approx(older[item.id].embedding.tolist())
 
             assert Runner(stores[None].backend).down() == [LANGGRAPH_ITEMS_MIGRATION_ID]
-            for tenant, (embeddings, items) in stored_items(stores).items():
+            for tenant, (embeddings, items) in stored_items().items():
                 assert items == [], f"tenant {tenant!r}: down must move every item back"
                 assert_same_records(embeddings, sorted(
                     (r.model_copy(update={"tenant_id": tenant}) for r in older.values()), key=lambda r: r.id))
@@ -632,17 +638,12 @@ class MigrationClauses:
 
             stores = tenant_stores(open_store)
             older = writes_of_older_code(stores)
-            with pytest.raises(PendingMigrations) as caught:
-                open_store(migrate="refuse")
-            assert LANGGRAPH_WRITES_MIGRATION_ID in str(caught.value)
-            with pytest.raises(Interrupted):
-                Runner(stores[None].backend, progress=InterruptedAfterOneBatch()).up()
-            assert entries(stores[None], LANGGRAPH_WRITES_MIGRATION_ID) == [], "an interrupted run was recorded"
-            found = stored_writes(stores)
-            assert [len(found[tenant][1]) for tenant in TENANTS] == [len(OLDER_WRITES), 0], (
-                "the first tenant's writes must have moved and the other tenant's not yet")
-            opened = open_store(migrate="auto")  # resumes after the saved position
-            assert [m.id for m in Runner(opened.backend).status().pending] == []
+
+            def stored_writes() -> dict[str | None, tuple[list[Any], list[Any]]]:
+                return stored_moved(stores, "checkpoint", LangGraphWrite)
+
+            moved_by_an_interrupted_run(open_store, stores, LANGGRAPH_WRITES_MIGRATION_ID, stored_writes,
+                                        len(OLDER_WRITES))
 
             def expected(tenant: str | None, format: int | None = None) -> list[Record]:
                 """Each older write as the move leaves it (format None), or as a write record of `format`,
@@ -666,13 +667,13 @@ class MigrationClauses:
                 return sorted(records, key=lambda r: r.id)
 
             own = older["own"]
-            for tenant, (checkpoints, writes) in stored_writes(stores).items():
+            for tenant, (checkpoints, writes) in stored_writes().items():
                 assert [r.id for r in checkpoints] == ["own"], f"tenant {tenant!r}: only the own checkpoint stays"
                 assert_same_records(checkpoints, [own.model_copy(update={"tenant_id": tenant})])
                 assert_same_records(writes, expected(tenant))
 
             assert Runner(stores[None].backend).down() == [LANGGRAPH_WRITES_MIGRATION_ID]
-            for tenant, (checkpoints, writes) in stored_writes(stores).items():
+            for tenant, (checkpoints, writes) in stored_writes().items():
                 assert writes == [], f"tenant {tenant!r}: down must move every write back"
                 assert_same_records(checkpoints, sorted(
                     [own.model_copy(update={"tenant_id": tenant}), *expected(tenant, format=4)], key=lambda r: r.id))
