@@ -7,8 +7,8 @@ ours with its layers taken off one at a time, down to a write of the same row ma
 
 Sides, each one layer less than the one before:
   theirs   `SqliteSaver.put_writes` (three rows of its writes table)
-  ours     `MnemostoreSaver.put_writes`
-  insert   the saver's records (`_writes`) through the backend's `_insert`: no facade (`_put_built`)
+  ours     `MnemostoreSaver.put_writes` (its prepared write: `Collection._field_writer`)
+  insert   the saver's records (`_writes`' fields as records) through the backend's `_insert`: no facade
   encode   the records encoded by the backend (`encode`, `one_insert`), run on a connection of the script's own:
            no writer lock, pool or WAL bookkeeping (`Connections.one_write`)
   records  the records' fields put into the row by hand: no encoder
@@ -74,7 +74,7 @@ def _peeled(side: str, saver: Any) -> Callable[..., None]:
     prepared = backend._written_kind("langgraph_write")
     if side == "insert":
         def insert(config: Any, task: Any, task_id: str) -> None:
-            records, keep = saver._writes(config, task, task_id, "")
+            records, keep = _records(saver, config, task, task_id)
             backend._insert(prepared, records, keep)
         return insert
     # The pragmas that bear on a write, spelled out: a connection from the store's own `_connect` counted ~42k
@@ -85,7 +85,7 @@ def _peeled(side: str, saver: Any) -> Callable[..., None]:
         conn.execute(pragma)
     if side == "encode":
         def encode(config: Any, task: Any, task_id: str) -> None:
-            records, keep = saver._writes(config, task, task_id, "")
+            records, keep = _records(saver, config, task, task_id)
             conn.execute(*prepared.one_insert(prepared.encode(records[0]), keep)).close()
         return encode
     sql = (f"INSERT INTO mnemo_langgraph_write ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
@@ -95,8 +95,14 @@ def _peeled(side: str, saver: Any) -> Callable[..., None]:
     return partial(_bespoke, saver.serde, conn, sql)
 
 
+def _records(saver: Any, config: Any, task: Any, task_id: str) -> tuple[list[Any], bool]:
+    """The write records `put_writes` stores (made of `mapping.write_fields`' fields), and whether kept if stored."""
+    groups, keep = saver._writes(config, task, task_id, "")
+    return [mapping.write_of_fields(fields, plain) for fields, plain in groups], keep
+
+
 def _from_records(saver: Any, conn: sqlite3.Connection, sql: str, config: Any, task: Any, task_id: str) -> None:
-    records, _ = saver._writes(config, task, task_id, "")
+    records, _ = _records(saver, config, task, task_id)
     data = records[0].__dict__
     document = data.copy()
     del document["embedding"], document["payload"]

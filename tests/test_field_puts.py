@@ -30,7 +30,7 @@ from mnemostore.kinds.langgraph_items import LangGraphItem
 from mnemostore.testing.strategies import records
 
 KINDS = ("outcome", "heuristic", "anti_pattern", "embedding", "checkpoint")
-"""Built-in kinds: the plain ones get rows from fields, a checkpoint (bytes field, state) the records' path."""
+"""Built-in kinds, a checkpoint's bytes field and state among their fields."""
 CALL_FLAGS = {"put": {}, "put_missing": {"keep_existing": True}, "put_keeping_created": {"keep_created": True}}
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -132,6 +132,70 @@ def test_lone_items_keep_created_at_and_store_the_rows_records_store(two: tuple[
     assert [(r.key, r.created_at, r.updated_at, r.metadata) for r in stored] == [
         ("k0", T0, T0 + timedelta(seconds=2), {"n": 2}), ("k1", T0 + timedelta(seconds=1), T0 + timedelta(seconds=3),
                                                           {"n": 3})]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(KINDS), data=st.data())
+def test_a_field_writer_stores_the_rows_records_store(tmp_path_factory: pytest.TempPathFactory, kind: str,
+                                                      data: st.DataObject) -> None:
+    """`Collection._field_writer` (the LangGraph saver's prepared one-record writes) stores each record as
+    `_put_built` of it does, byte for byte: for `put` and `put_missing`, new records and stored ones, the
+    first call before the kind is declared (the facade's path) and the others prepared."""
+    first = data.draw(records(kind, max_size=5).filter(bool), label="first")
+    second = data.draw(records(kind, max_size=5).filter(bool), label="second")  # ids overlap: replaced or kept
+    names = sorted(set(record_type(kind).model_fields) - {"id", "tenant_id", "embedding"})
+    shared = data.draw(st.sets(st.sampled_from(names)), label="shared")
+    keep = data.draw(st.booleans(), label="keep_existing")
+    cls = record_type(kind)
+    common, each = _split(first, shared)
+    each += [{name: value for name, value in record.__dict__.items() if name not in shared
+              and name not in ("tenant_id", "embedding")} for record in second]
+    where = tmp_path_factory.mktemp("writer")
+    with mnemostore.open(f"sqlite:///{where / 'records.db'}") as by_records, \
+            mnemostore.open(f"sqlite:///{where / 'fields.db'}") as by_fields:
+        write = by_fields.collection(cls)._field_writer(common, list(each[0]), keep_existing=keep)
+        for fields in each:
+            by_records.collection(cls)._put_built(_full(cls, common, [fields]), keep_existing=keep)
+            write(fields)
+    assert _rows(where / "fields.db", kind) == _rows(where / "records.db", kind)
+
+
+def test_a_field_writer_plans_again_when_its_kind_s_statements_are_made_anew(two: tuple[Path, Path]) -> None:
+    """A kind whose statements the backend makes anew (an evolved declaration) is written by its new plan."""
+    cls = record_type("checkpoint")
+    batch = [cls(id=f"c{i}", run_id="r", payload=b"p" * i, state={"i": i}) for i in range(4)]
+    common, each = _split(batch, {"run_id"})
+    with mnemostore.open(f"sqlite:///{two[0]}") as by_records, mnemostore.open(f"sqlite:///{two[1]}") as by_fields:
+        write = by_fields.checkpoints._field_writer(common, list(each[0]))
+        for n, fields in enumerate(each):
+            if n == 2:
+                by_fields.backend._kinds.pop("checkpoint")  # type: ignore[attr-defined]
+            by_records.checkpoints._put_built(_full(cls, common, [fields]))
+            write(fields)
+    assert _rows(two[1], "checkpoint") == _rows(two[0], "checkpoint")
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "memory"])
+def test_a_field_writer_keeps_the_facade_s_refusals(tmp_path: Path, scheme: str) -> None:
+    """Fields not named as the writer's `own` take `put`'s validation, which refuses a bad one by name with
+    nothing written, on sqlite (whose writes are prepared) as on memory (no `field_writer`: `_put_fields`
+    always); a closed store raises StoreClosed."""
+    url = f"sqlite:///{tmp_path / 'x.db'}" if scheme == "sqlite" else f"memory://{tmp_path.name}"
+    store = mnemostore.open(url)
+    cls = record_type("checkpoint")
+    common, each = _split([cls(id=f"c{i}", run_id="r", payload=b"p") for i in range(3)], {"run_id"})
+    write = store.checkpoints._field_writer(common, list(each[0]))
+    write(each[0])
+    write(each[1])  # the kind declared by the first: prepared on sqlite
+    with pytest.raises(ValidationError, match=r"records\[0\]\.bogus"):
+        write({**each[2], "bogus": 1})
+    del each[2]["payload"]  # an optional field left out: validation gives its default
+    write(each[2])
+    assert [(r.id, r.payload) for r in store.checkpoints.all(order_by="id")] == [
+        ("c0", b"p"), ("c1", b"p"), ("c2", None)]
+    store.close()
+    with pytest.raises(StoreClosed):
+        write(each[0])
 
 
 @pytest.mark.parametrize("scheme", ["memory", "file"])

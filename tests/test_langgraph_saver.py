@@ -233,8 +233,7 @@ def test_sync_writes_over_a_sync_store_call_the_backend_straight_and_keep_the_fa
     driven: list[Any] = []
     drive = store.checkpoints._run
     store.checkpoints._run = lambda coro: (driven.append(coro), drive(coro))[1]  # type: ignore[method-assign]
-    assert saver._sync_writes is not None
-    saver._sync_writes._run = store.checkpoints._run  # type: ignore[method-assign]
+    store.collection("langgraph_write")._run = store.checkpoints._run  # type: ignore[method-assign]
     config = saver.put({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}, empty_checkpoint(),
                        {"source": "input", "step": -1}, {})
     saver.put_writes(config, [("a", 1), ("b", 2)], "task-1")

@@ -12,7 +12,7 @@ has to implement anything. Either way the stored records are those `records_of` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from operator import itemgetter, methodcaller
 from typing import Any, Protocol, runtime_checkable
@@ -54,6 +54,20 @@ class FieldPuts(Protocol):
         each value what validation gives (aware datetimes, JSON values), each id once."""
 
 
+FieldWriter = Callable[[dict[str, Any]], None]
+"""Stores one record given as its own fields, the common ones bound when it was made (`FieldWrites`)."""
+
+
+@runtime_checkable
+class FieldWrites(Protocol):
+    """A backend that prepares a write of records given as their fields, for many calls (the sqlite backend)."""
+
+    def field_writer(self, kind: str, call: str, common: dict[str, Any], own: Sequence[str]) -> FieldWriter | None:
+        """A function storing one record given as its own fields (named `own`, each call's), `common` the
+        rest, exactly as `put_fields(kind, call, common, [fields])` would, its plan made once: a hot path's
+        write (the LangGraph saver's). None for a call it does not prepare (then `put_fields`)."""
+
+
 @cache
 def _blank(cls: type[Record]) -> dict[str, Any]:
     """Every field of the model, in its order (a record's field dict's order), each None."""
@@ -92,13 +106,23 @@ def complete(cls: type[Record], common: dict[str, Any], each: Sequence[dict[str,
     """Whether `common` and the first of `each` name every field of `cls` between them, each once, and no
     other, with no vector, each id once. That the others name the same fields is checked where they are
     read: `records_of`, a backend's `put_fields` (`unfit_fields`)."""
-    if not each or common.get("embedding", 0) is not None or "tenant_id" not in common:
-        return False
-    if not _names_fit(cls, tuple(common), tuple(each[0])):
+    if not each or not fields_fit(cls, common, tuple(each[0])):
         return False
     if "id" in common:
         return len(each) == 1
     return len(set(map(_id, each))) == len(each)  # in C: no Python step a record
+
+
+def fields_fit(cls: type[Record], common: dict[str, Any], own: Sequence[str]) -> bool:
+    """Whether `common` and `own` name every field of `cls` between them, each once, with no vector in
+    `common` (`complete` for a record whose own fields are named `own`)."""
+    return common.get("embedding", 0) is None and "tenant_id" in common and _names_fit(cls, tuple(common), tuple(own))
+
+
+@cache
+def has_field_writers(backend_type: type[Backend]) -> bool:
+    """Whether a backend class prepares field writes (`FieldWrites`), asked once per class."""
+    return callable(getattr(backend_type, "field_writer", None))
 
 
 @cache

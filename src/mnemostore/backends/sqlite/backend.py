@@ -19,7 +19,7 @@ from ...core import codec
 from ...core.capabilities import Capability
 from ...core.declarations import KindChange, backfill_value
 from ...core.errors import ConfigError, SchemaMismatch, StoreClosed, StoreTooNew
-from ...core.field_puts import records_of
+from ...core.field_puts import FieldWriter, records_of
 from ...core.filters import Expr
 from ...core.kinds import record_type
 from ...core.private_files import create_file, make_directories
@@ -354,16 +354,13 @@ class SQLiteBackend(Backend):
     def put_fields(self, kind: str, call: str, common: dict[str, Any], each: Sequence[dict[str, Any]]) -> None:
         """`core.field_puts.FieldPuts.put_fields`: the rows made straight from the fields (`KindSQL.field_rows`:
         no record, no document copy, no look for NULL columns per row), written as `call` writes its
-        records' rows; a kind whose documents are not plain gets `call` of the records."""
+        records' rows."""
         prepared = self._written_kind(kind)
         plan = prepared.field_rows(common, each[0])
 
         def records() -> list[Record]:
             return records_of(record_type(kind), common, each)
 
-        if plan is None:
-            getattr(self, call)(kind, records())
-            return
         rows = plan.rows(common, each)
         if call == "put_keeping_created":
             if len(rows) > 1:
@@ -379,6 +376,31 @@ class SQLiteBackend(Backend):
             self.db.one_write(lambda conn: conn.execute(sql, rows[0]).close())
         else:
             self.db.write(lambda conn: schema.insert_rows(conn, plan.inserts, rows, keep_existing))
+
+    def field_writer(self, kind: str, call: str, common: dict[str, Any], own: Sequence[str]) -> FieldWriter | None:
+        """`core.field_puts.FieldWrites.field_writer`: the row plan and statement settled once (`FieldRows.row_of`),
+        so a call makes its record's row and runs one INSERT; made again when the kind's statements are
+        (a kind that evolved). None for `put_keeping_created` (a replaced row keeps a stored time: `put_fields`)."""
+        if call == "put_keeping_created":
+            return None
+        keep_existing = call == "put_missing"
+
+        def planned() -> tuple[KindSQL, Callable[[dict[str, Any]], tuple[Any, ...]], str]:
+            prepared = self._written_kind(kind)
+            plan = prepared.field_rows(common, own)
+            return prepared, plan.row_of(common), plan.inserts(keep_existing, 1)
+
+        plans = [planned()]
+        db = self.db
+
+        def write(fields: dict[str, Any]) -> None:
+            prepared, row_of, sql = plans[0]
+            if self._kinds.get(kind) is not prepared:  # its statements made anew (the kind evolved): planned anew
+                plans[0] = prepared, row_of, sql = planned()
+            row = row_of(fields)
+            db.one_write(lambda conn: conn.execute(sql, row).close())
+
+        return write
 
     def _insert(self, prepared: KindSQL, records: Sequence[Record], keep_existing: bool) -> None:
         encode = prepared.encode

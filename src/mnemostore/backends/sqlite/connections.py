@@ -158,9 +158,20 @@ class Connections:
         (autocommit), so no BEGIN and COMMIT around it. Tried once on the writer connection with no
         busy retries set up (`one_read`'s saving, for a lone put); a failed statement wrote nothing,
         so a busy one is retried as every write is (`_transaction`)."""
-        with _writer_lock(self._file_key):
-            result = self._tried_once(self._take_writer(), work, self._give_writer,
-                                      lambda: self._transaction(None, work, writing=True))
+        with _writer_lock(self._file_key):  # `_tried_once`, spelled out: no callables made for a lone put
+            conn = self._take_writer()
+            try:
+                result = work(conn)
+            except sqlite3.Error as exc:
+                self._give_writer(conn)
+                if not (isinstance(exc, sqlite3.OperationalError) and is_busy(exc)):
+                    raise self.error(exc) from exc
+                result = self._transaction(None, work, writing=True)
+            except BaseException:
+                self._give_writer(conn)
+                raise
+            else:
+                self._give_writer(conn)
         self._committed()
         return result
 

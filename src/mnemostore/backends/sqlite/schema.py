@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import operator
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache, cached_property
@@ -158,7 +158,7 @@ class Layout:
     @cached_property
     def plain_documents(self) -> bool:
         """Whether a record's document is its fields as orjson dumps them (no bytes field kept apart, no
-        checkpoint `state` proven by its validation): `_plain_encoder`'s kinds, and `field_rows`'."""
+        checkpoint `state` proven by its validation): `_plain_encoder`'s kinds."""
         return not self.binary and "state" not in record_type(self.kind).model_fields
 
     @property
@@ -238,9 +238,11 @@ class Layout:
 
         return decode_one
 
-    def row_encoder(self, documents: Verdicts | None = None) -> Callable[[Record], tuple[Any, ...]]:
-        """A fast function record -> row values, in `insert_sql` order (tenant first); `documents` keeps
-        whether compressing the kind's documents pays (`KindSQL.documents`: `field_rows` shares it)."""
+    def row_encoder(self, documents: Verdicts | None = None,
+                    payloads: Sequence[Verdicts] | None = None) -> Callable[[Record], tuple[Any, ...]]:
+        """A fast function record -> row values, in `insert_sql` order (tenant first); `documents` and
+        `payloads` keep whether compressing the kind's documents and bytes fields pays (`KindSQL`'s:
+        `field_rows` shares them)."""
         plain = self.plain_fields
         get_plain: Callable[[dict[str, Any]], tuple[Any, ...]]
         if len(plain) == 1:
@@ -257,7 +259,7 @@ class Layout:
         encode_document = codec.encode_framed_document if framed else codec.encode_document
         binary = self.binary
         documents = Verdicts() if documents is None else documents  # whether compressing pays
-        fields = [(name, Verdicts()) for name in binary]
+        fields = list(zip(binary, payloads or [Verdicts() for _ in binary], strict=True))
         packed = _binary_packer(fields)
 
         if self.plain_documents:
@@ -358,16 +360,21 @@ class FieldRows:
     `common` has one pattern (its names, which of them are None) and `each` one set of names: INSERTs that
     name only the columns some record sets (a column `common` leaves None is NULL, no parameter: what
     `KindSQL.batch_insert` makes of such rows), and the rows, made without a record: each is the row
-    `row_encoder` gives that record, less those columns, the columns `common` sets first. For a kind
-    whose documents are plain (`Layout.plain_documents`) and records without a vector."""
+    `row_encoder` gives that record, less those columns, the columns `common` sets first and the bytes
+    fields' last. For records without a vector; a checkpoint's `state` is written as given (as
+    `row_encoder` writes a record whose state no validation proved: fields never are)."""
 
     rows: Rows
     inserts: Callable[[bool, int], str]
     """(keep_existing, n) -> the INSERT of n rows in one statement (`insert_rows`), replacing a stored
     (tenant, id) or, with `keep_existing`, leaving it (ON CONFLICT DO NOTHING)."""
+    row_of: Callable[[dict[str, Any]], Callable[[dict[str, Any]], tuple[Any, ...]]]
+    """common -> a function of one record's own fields -> its row (`rows` of one, `common` taken once:
+    `SQLiteBackend.field_writer`'s)."""
 
     @classmethod
-    def of(cls, layout: Layout, documents: Verdicts, common: dict[str, Any], own: Sequence[str]) -> FieldRows:
+    def of(cls, layout: Layout, documents: Verdicts, payloads: Sequence[Verdicts], common: dict[str, Any],
+           own: Sequence[str]) -> FieldRows:
         fields = layout.fields
         set_here = [(name, fields[name]) for name in [*layout.plain_fields, *layout.converted_fields]
                     if name in common and common[name] is not None]
@@ -375,24 +382,17 @@ class FieldRows:
         shared_meta = "metadata" in common
         columns = ["tenant", *(layout.columns[name] for name, _ in set_here)]
         columns += [*(["meta"] if shared_meta else []), *(layout.columns[name] for name in per_row),
-                    *([] if shared_meta else ["meta"]), "doc"]
-        converted = [(name, codec.instant_micros if fields[name] is datetime else int)
-                     for name in per_row if fields[name] in (datetime, bool)]
-        get_own = _getter([name for name in per_row if fields[name] not in (datetime, bool)])
-        if converted:
-            get_plain = get_own
-
-            def get_own(data: dict[str, Any]) -> tuple[Any, ...]:
-                return (*get_plain(data), *(None if (value := data[name]) is None else conv(value)
-                                            for name, conv in converted))
-
-        blank = dict.fromkeys((name for name in record_type(layout.kind).model_fields if name != "embedding"), UNSET)
+                    *([] if shared_meta else ["meta"]), "doc", *map(quote, layout.binary)]
+        get_own = _own_columns(per_row, fields)
+        kept_apart = {"embedding", *layout.binary}
+        blank = dict.fromkeys((name for name in record_type(layout.kind).model_fields if name not in kept_apart), UNSET)
         """A record's own fields hold `UNSET` until its fields fill them: one left out fails its document's dump."""
         size = len(own)
         dumps, default, fragment = orjson.dumps, codec.json_default, orjson.Fragment
+        bytes_columns = _bytes_columns(list(zip(layout.binary, payloads, strict=True)), own)
 
         micros = codec.instant_micros
-        in_document = [name for name in common if name != "embedding"]
+        in_document = [name for name in common if name not in kept_apart]
 
         def shared(common: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
             """The values of the columns `common` sets, and the document's fields before a record's own
@@ -416,32 +416,99 @@ class FieldRows:
                 head.append(dumps(metadata).decode() if (metadata := common["metadata"]) else None)
             return tuple(head), template
 
+        def row(head: tuple[Any, ...], template: dict[str, Any], common: dict[str, Any],
+                data: dict[str, Any]) -> tuple[Any, ...]:
+            """One record's row (TypeError or KeyError for fields not named as `own`). Its own metadata is
+            dumped once: its `meta` column, and in its document as that JSON (an `orjson.Fragment`), the
+            bytes a dump of the whole document writes there."""
+            if len(data) != size:
+                raise TypeError
+            document = template | data
+            stored_bytes = bytes_columns(document, common)  # its bytes fields taken out of it
+            if shared_meta:
+                meta: tuple[Any, ...] = ()
+            else:
+                document["metadata"] = fragment(dumped := dumps(data["metadata"]))
+                meta = (None if dumped == b"{}" else dumped.decode(),)  # none: NULL, as `encode` writes it
+            stored = dumps(document, default=default)
+            if len(stored) >= COMPRESS_AT:
+                stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
+            return (*head, *get_own(data), *meta, bound(stored), *stored_bytes)
+
         def rows(common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
             """Each record's row; a record whose own fields are not the first's names (one more: its length;
-            one left out: `UNSET` in its document) is refused (`unfit_fields`), before anything is written.
-            A record's own metadata is dumped once: its `meta` column, and in its document as that JSON
-            (an `orjson.Fragment`), the bytes a dump of the whole document writes there."""
+            one left out: `UNSET` in its document) is refused (`unfit_fields`), before anything is written."""
             head, template = shared(common)
-            made = []
             try:
-                for data in each:
-                    if len(data) != size:
-                        raise TypeError
-                    document = template | data
-                    if shared_meta:
-                        meta: tuple[Any, ...] = ()
-                    else:
-                        document["metadata"] = fragment(dumped := dumps(data["metadata"]))
-                        meta = (None if dumped == b"{}" else dumped.decode(),)  # none: NULL, as `encode` writes it
-                    stored = dumps(document, default=default)
-                    if len(stored) >= COMPRESS_AT:
-                        stored = deflate(stored, pays_at=PAYS_AT, verdicts=documents)
-                    made.append((*head, *get_own(data), *meta, bound(stored)))
+                return [row(head, template, common, data) for data in each]
             except (TypeError, KeyError):
                 raise unfit_fields(each, own) from None
-            return made
 
-        return cls(rows, cache(lambda keep_existing, n: layout.insert_sql(keep_existing, n, columns=columns)))
+        def row_of(common: dict[str, Any]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+            head, template = shared(common)
+
+            def one(data: dict[str, Any]) -> tuple[Any, ...]:
+                try:
+                    return row(head, template, common, data)
+                except (TypeError, KeyError):
+                    raise unfit_fields([data], own) from None
+
+            return one
+
+        return cls(rows, cache(lambda keep_existing, n: layout.insert_sql(keep_existing, n, columns=columns)), row_of)
+
+
+def _own_columns(names: Sequence[str], types: dict[str, type]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """A function of a record's own fields -> the values of their columns (`names`' order: the plain ones,
+    then the converted ones, as `Layout` orders them); `created_at` and `updated_at` converted once if they
+    are the same datetime (a new record's), as `row_encoder` does."""
+    converted = [(name, codec.instant_micros if types[name] is datetime else int)
+                 for name in names if types[name] in (datetime, bool)]
+    get_plain = _getter([name for name in names if types[name] not in (datetime, bool)])
+    if not converted:
+        return get_plain
+    if [name for name, _ in converted] == ["created_at", "updated_at"]:
+        micros = codec.instant_micros
+
+        def with_times(data: dict[str, Any]) -> tuple[Any, ...]:
+            created, updated = data["created_at"], data["updated_at"]
+            at = None if created is None else micros(created)
+            return (*get_plain(data), at, at if updated is created else None if updated is None else micros(updated))
+
+        return with_times
+
+    def with_converted(data: dict[str, Any]) -> tuple[Any, ...]:
+        return (*get_plain(data), *[None if (value := data[name]) is None else conv(value) for name, conv in converted])
+
+    return with_converted
+
+
+def _bytes_columns(binary: Sequence[tuple[str, Verdicts]],
+                   own: Sequence[str]) -> Callable[[dict[str, Any], dict[str, Any]], tuple[Any, ...]]:
+    """A function (a record's document, `common`) -> its bytes fields' column values (`_binary_packer`'s),
+    each taken out of the document if the record gives it, else `common`'s; for one field a record gives
+    (a checkpoint's or a pending write's payload) without a loop."""
+    if not binary:
+        return lambda document, common: ()
+    if len(binary) == 1 and binary[0][0] in own:
+        ((name, verdicts),) = binary
+
+        def one(document: dict[str, Any], common: dict[str, Any]) -> tuple[Any, ...]:
+            value = document.pop(name)
+            return (None if value is None else bound(pack_bare_payload(_bytes(value), verdicts)),)
+
+        return one
+    mine = [(name, verdicts, name in own) for name, verdicts in binary]
+    return lambda document, common: tuple(
+        None if (value := document.pop(name) if given else common.get(name)) is None
+        else bound(pack_bare_payload(_bytes(value), verdicts)) for name, verdicts, given in mine)
+
+
+def _bytes(value: Any) -> bytes:
+    """A bytes field's value: bytes, as validation keeps it (anything else: the fields are unfit)."""
+    if type(value) is not bytes:
+        raise TypeError("a bytes field holds bytes")
+    return value
 
 
 ROWS_A_STATEMENT = 500
@@ -507,6 +574,8 @@ class KindSQL:
     """Positions in a row of the columns that may hold NULL (all but the tenant and the document)."""
     documents: Verdicts = field(default_factory=Verdicts)
     """Whether compressing the kind's documents pays (`encode`'s and `field_rows`')."""
+    payloads: tuple[Verdicts, ...] = ()
+    """Whether compressing each bytes field pays (`Layout.binary`'s order; `encode`'s and `field_rows`')."""
     _field_rows: dict[tuple[Any, ...], FieldRows] = field(default_factory=dict)
     _batch_inserts: dict[tuple[bool, tuple[int, ...]], str] = field(default_factory=dict)
     _one_inserts: dict[tuple[bool, ...], tuple[str, Callable[[Any], Any] | None]] = field(default_factory=dict)
@@ -532,15 +601,14 @@ class KindSQL:
         keep = operator.itemgetter(*[i for i in range(len(first)) if i not in nulls])  # tenant, document: 2+
         return sql, list(map(keep, rows))
 
-    def field_rows(self, common: dict[str, Any], own: dict[str, Any]) -> FieldRows | None:
+    def field_rows(self, common: dict[str, Any], own: Iterable[str]) -> FieldRows:
         """`FieldRows` for records given as `common` and fields named as `own` (the first record's), made
-        once per pattern; None for a kind whose documents are not plain (its records take `encode`)."""
+        once per pattern."""
         key = (*common, *map(operator.is_, common.values(), _NONES), *own)
         found = self._field_rows.get(key)
         if found is None:
-            if not self.layout.plain_documents:
-                return None
-            found = self._field_rows[key] = FieldRows.of(self.layout, self.documents, common, list(own))
+            found = self._field_rows[key] = FieldRows.of(self.layout, self.documents, self.payloads, common,
+                                                         list(own))
         return found
 
     def one_insert(self, row: tuple[Any, ...], keep_existing: bool) -> tuple[str, Sequence[Any]]:
@@ -593,13 +661,15 @@ class KindSQL:
     @classmethod
     def of(cls, layout: Layout) -> KindSQL:
         documents = Verdicts()
-        return cls(layout, layout.row_encoder(documents), layout.insert_sql(), layout.insert_sql(keep_existing=True),
+        payloads = tuple(Verdicts() for _ in layout.binary)
+        return cls(layout, layout.row_encoder(documents, payloads), layout.insert_sql(),
+                   layout.insert_sql(keep_existing=True),
                    {vectors: f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE tenant = ? AND id = ?"
                     for vectors in (True, False)},
                    {(keep, rows): layout.insert_sql(keep, rows) for keep in (False, True)
                     for rows in range(2, SMALL_BATCH + 1)},
                    tuple(i for i, name in enumerate(["tenant", *layout._written()]) if name not in ("tenant", "doc")),
-                   documents)
+                   documents, payloads)
 
 
 _NONES = itertools.repeat(None)

@@ -21,7 +21,7 @@ every format of a checkpoint is still read (`checkpoint_of`, `metadata_of`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from operator import itemgetter
@@ -32,8 +32,8 @@ from langgraph.checkpoint.base import PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...core.base64text import from_text, to_text
-from ...core.codec import trusted_record, trusted_records
 from ...core.errors import ValidationError
+from ...core.field_puts import records_of
 from ...core.jsonvalues import check_text, find_json_problem
 from ...core.records import MAX_ID, hash_exact_state, utcnow
 from ...core.records import Checkpoint as Record
@@ -133,7 +133,9 @@ def metadata_of(serde: SerializerProtocol, record: Stored) -> Any:
 
 def json_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     """The top-level entries every backend can store and filter on; if that leaves any out, the exact
-    copy is in `state` too (`checkpoint_record`)."""
+    copy is in `state` too (`checkpoint_fields`). All of them, LangGraph's usual metadata, in one walk."""
+    if find_json_problem(metadata, "metadata") is None:
+        return dict(metadata)
     return {key: value for key, value in metadata.items()
             if type(key) is str and check_text(key) is None and find_json_problem(value, key) is None}
 
@@ -146,15 +148,27 @@ def _created_at(ts: Any) -> datetime:
     return parsed if parsed.tzinfo is not None else utcnow()
 
 
-def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, parent_id: str | None,
-                      checkpoint: dict[str, Any], metadata: dict[str, Any]) -> Record:
-    """One LangGraph checkpoint as a mnemostore record (channel values only for versioned channels)."""
+CHECKPOINT_COMMON: dict[str, Any] = {"agent": None, "project_id": None, "node_id": "", "update": None}
+"""The fields every checkpoint record of the saver holds alike: with the store's tenant, no vector and
+`CHECKPOINT_OWN`, every field of the record (`Collection._field_writer`)."""
+CHECKPOINT_OWN = ("id", "run_id", "branch_id", "parent_ids", "sequence", "created_at", "updated_at", "metadata",
+                  "state", "payload", "state_hash")
+"""The names of a checkpoint record's own fields that `checkpoint_fields` gives when they are plain."""
+
+
+def checkpoint_fields(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, parent_id: str | None,
+                      checkpoint: dict[str, Any], metadata: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """One LangGraph checkpoint (channel values only for versioned channels) as its record's own fields, and
+    whether they are plain: every part made here or checked, so with `CHECKPOINT_COMMON` they are the model's
+    fields exactly (`CHECKPOINT_OWN`: `state_hash` among them); else `checkpoint_of_fields` validates them,
+    naming what it refuses."""
     checkpoint_id = checkpoint["id"]
     texts = (thread_id, checkpoint_ns, checkpoint_id, parent_id or "")
     plain = _plain_texts(texts) or _checked_texts(dict(zip(_CHECKPOINT_TEXTS, texts, strict=True)))
     versions = checkpoint.get("channel_versions", {})
-    stored = {**checkpoint,
-              "channel_values": {k: v for k, v in checkpoint.get("channel_values", {}).items() if k in versions}}
+    values = checkpoint.get("channel_values", {})
+    stored = checkpoint if values.keys() <= versions.keys() else {  # a copy only when one is left out
+        **checkpoint, "channel_values": {k: v for k, v in values.items() if k in versions}}
     step = metadata.get("step")
     checkpoint_type, checkpoint_bytes = serde.dumps_typed(stored)
     filterable = json_metadata(metadata)
@@ -175,18 +189,44 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
     }
     plain = (plain and 0 < len(thread_id) <= MAX_ID and max(len(record_id), len(branch), *map(len, parents)) <= MAX_ID
              and _plain_value(checkpoint_type, checkpoint_bytes) and plain_metadata)
-    return _record(fields, plain)
+    if plain:
+        fields["state_hash"] = hash_exact_state(state)
+    return fields, plain
+
+
+def checkpoint_of_fields(fields: dict[str, Any], plain: bool) -> Record:
+    """The record of `checkpoint_fields`' fields: made without pydantic's pass (~10 us a record) when they are
+    plain (tests hold it equal to `Record(...)`'s), else `Record(...)`, which names the field it refuses."""
+    if not plain:
+        return Record(**CHECKPOINT_COMMON, **fields)
+    return cast(Record, records_of(Record, _CHECKPOINT_SHARED, [fields])[0])
+
+
+def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, parent_id: str | None,
+                      checkpoint: dict[str, Any], metadata: dict[str, Any]) -> Record:
+    """One LangGraph checkpoint as a mnemostore record (`checkpoint_fields`)."""
+    return checkpoint_of_fields(*checkpoint_fields(serde, thread_id, checkpoint_ns, parent_id, checkpoint, metadata))
 
 
 _CHECKPOINT_TEXTS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
 """The names `checkpoint_record` gives its texts in an error."""
 
 
-def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
-                  task_id: str, task_path: str, writes: list[tuple[int, str, Any]]) -> list[LangGraphWrite]:
-    """A task's pending writes of one call, (idx, channel, value) each, as `LangGraphWrite` records pending on
-    their checkpoint's record (`owner`): one for the regular writes (idx >= 0), one for the special ones
-    (negative idx), each keyed by the task and its idx list (`langgraph_ids.write_id`)."""
+WRITE_COMMON: dict[str, Any] = {"agent": None, "project_id": None, "metadata": {}}
+"""The fields every pending write's record holds alike: with the store's tenant, no vector and
+`WRITE_OWN`, every field of the record (`Collection._field_writer`)."""
+WRITE_OWN = ("id", "created_at", "updated_at", "thread", "owner", "checkpoint_ns", "checkpoint_id", "task_id",
+             "task_path", "writes", "payload")
+"""The names of a write record's own fields, as `write_fields` gives them."""
+
+
+def write_fields(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
+                 task_id: str, task_path: str, writes: list[tuple[int, str, Any]]) -> list[tuple[dict[str, Any], bool]]:
+    """A task's pending writes of one call, (idx, channel, value) each, as the own fields (`WRITE_OWN`) of
+    `LangGraphWrite` records pending on their checkpoint's record (`owner`): one for the regular writes
+    (idx >= 0), one for the special ones (negative idx), each keyed by the task and its idx list
+    (`langgraph_ids.write_id`); each with whether it is plain (every part made here or checked: with
+    `WRITE_COMMON` the model's fields exactly; else `write_of_fields` validates them)."""
     texts = (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, *map(_channel, writes))
     plain = _plain_texts(texts) or _checked_texts(dict(zip(_WRITE_TEXTS + tuple(
         f"writes[{n}].channel" for n in range(len(writes))), texts, strict=True)))
@@ -194,7 +234,7 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
     prefix = checkpoint_writes_prefix(thread_id, checkpoint_ns, checkpoint_id)
     now = write_stamp()
     plain = plain and 0 < len(thread_id) <= MAX_ID and max(len(owner), len(prefix) + 32) <= MAX_ID
-    records: list[LangGraphWrite] = []
+    made: list[tuple[dict[str, Any], bool]] = []
     regular = [w for w in writes if w[0] >= 0]
     for group in (regular, [w for w in writes if w[0] < 0] if len(regular) < len(writes) else []):
         if not group:
@@ -211,18 +251,32 @@ def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str,
                            and (value_type in _SERDE_TYPES or check_text(value_type) is None))
             parts.append([idx, channel, value_type, len(value_bytes) if type(value_bytes) is bytes else -1])
             values.append(value_bytes)
-        fields: dict[str, Any] = {
-            "id": write_id(prefix, task_id, [w[0] for w in group]), "tenant_id": None, "agent": None,
-            "project_id": None, "created_at": now, "updated_at": now, "metadata": {}, "embedding": None,
+        made.append(({
+            "id": write_id(prefix, task_id, [w[0] for w in group]), "created_at": now, "updated_at": now,
             "thread": thread_id, "owner": owner, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id,
             "task_id": task_id, "task_path": task_path, "writes": parts,
-            "payload": values[0] if len(values) == 1 else _joined(values)}
-        # every field made here, of checked parts: the model's fields exactly (tests hold it equal to validation's)
-        records.append(_trusted_write(fields) if group_plain else LangGraphWrite(**fields))
-    return records
+            "payload": values[0] if len(values) == 1 else _joined(values)}, group_plain))
+    return made
 
 
-_trusted_write = cast(Callable[[dict[str, Any]], LangGraphWrite], trusted_records(LangGraphWrite))
+def write_of_fields(fields: dict[str, Any], plain: bool) -> LangGraphWrite:
+    """The record of `write_fields`' fields: made without pydantic's pass when they are plain (tests hold it
+    equal to `LangGraphWrite(...)`'s), else `LangGraphWrite(...)`, which names the field it refuses."""
+    if not plain:
+        return LangGraphWrite(**WRITE_COMMON, **fields)
+    return cast(LangGraphWrite, records_of(LangGraphWrite, _WRITE_SHARED, [fields])[0])
+
+
+def write_records(serde: SerializerProtocol, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
+                  task_id: str, task_path: str, writes: list[tuple[int, str, Any]]) -> list[LangGraphWrite]:
+    """`write_fields`' records."""
+    return [write_of_fields(fields, plain) for fields, plain in
+            write_fields(serde, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes)]
+
+
+_WRITE_SHARED = {**WRITE_COMMON, "tenant_id": None, "embedding": None}
+_CHECKPOINT_SHARED = {**CHECKPOINT_COMMON, "tenant_id": None, "embedding": None}
+"""The common fields of the records made here (`records_of`): no tenant (a put gives them the store's)."""
 _channel = itemgetter(1)
 """A numbered write's channel."""
 _WRITE_TEXTS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path")
@@ -281,22 +335,6 @@ def _plain_value(value_type: Any, value_bytes: Any) -> bool:
 
 _SERDE_TYPES = frozenset({"msgpack", "json", "bytes", "bytearray", "null", "pickle"})
 """Type names LangGraph's serializers write: texts already checked."""
-
-
-def _record(fields: dict[str, Any], plain: bool) -> Record:
-    """The record of `fields`, built without pydantic's pass (~10 us a record) when `plain`: every part
-    is made by this module or is a text checked by `_checked_texts` (tests hold the result equal to
-    `Record(...)`'s); otherwise `Record(...)`, which names the field it refuses."""
-    if not plain:
-        return Record(**fields)
-    data = {**_DEFAULTS, **fields, "state_hash": hash_exact_state(fields["state"])}
-    return cast(Record, trusted_record(Record, data, complete=True))
-
-
-_DEFAULTS: dict[str, Any] = {"tenant_id": None, "agent": None, "project_id": None, "embedding": None,
-                             "node_id": "", "sequence": 0, "update": None}
-"""Fields `_record` leaves at their defaults unless given (immutable values only: the dict is shared);
-with `fields` and `state_hash` they are the model's fields exactly (`trusted_record(..., complete=True)`)."""
 
 
 def pending_writes(serde: SerializerProtocol, writes: Sequence[dict[str, Any]]) -> list[PendingWrite]:

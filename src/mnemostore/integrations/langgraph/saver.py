@@ -69,8 +69,17 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         self._reads = reads_for(store)
         """The reads of the sync methods (`reads.reads_for`: flat on a sync sqlite store)."""
         self._sync = store if isinstance(store, Store) else None
-        """The sync `Store` the sync writes call straight (`Collection._put_built`), if given one."""
-        self._sync_writes = None if self._sync is None else self._sync.collection(LangGraphWrite)
+        """The sync `Store` the sync writes call straight (`Collection._field_writer`), if given one."""
+        self._write_checkpoint: Callable[[dict[str, Any]], None] | None = None
+        self._write_writes: dict[bool, Callable[[dict[str, Any]], None]] = {}
+        """The sync writes' prepared writes of plain fields (a checkpoint's; writes kept if stored, or replaced)."""
+        if self._sync is not None:
+            self._write_checkpoint = self._sync.checkpoints._field_writer(mapping.CHECKPOINT_COMMON,
+                                                                          mapping.CHECKPOINT_OWN)
+            writes = self._sync.collection(LangGraphWrite)
+            self._write_writes = {
+                keep: writes._field_writer(mapping.WRITE_COMMON, mapping.WRITE_OWN, keep_existing=keep)
+                for keep in (False, True)}
         self._set_up = False
         """Whether `setup` ran: the first put runs it, so the writes' table is there before a read looks for it
         (a read of a kind with no table yet asks the engine for it every time), as LangGraph's savers make
@@ -106,11 +115,11 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        record, saved = self._checkpoint(config, checkpoint, metadata)
-        if self._sync is not None:
-            self._sync.checkpoints._put_built([record])
+        fields, plain, saved = self._checkpoint(config, checkpoint, metadata)
+        if plain and self._write_checkpoint is not None:
+            self._write_checkpoint(fields)
         else:
-            self._bridge.run(self._bridge.driven.checkpoints._put_built([record]))
+            self._bridge.run(_put_checkpoint(self._bridge.driven, fields, plain))
         if not self._set_up:
             self.setup()
         return saved
@@ -118,11 +127,11 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
         """Store a task's writes; a regular write already stored is kept, special ones are replaced."""
-        records, keep = self._writes(config, writes, task_id, task_path)
-        if self._sync_writes is not None and len(records) == 1:
-            self._sync_writes._put_built(records, keep_existing=keep)
+        groups, keep = self._writes(config, writes, task_id, task_path)
+        if len(groups) == 1 and groups[0][1] and self._write_writes:
+            self._write_writes[keep](groups[0][0])
         else:
-            self._bridge.run(self._put_writes(self._bridge.driven, records, keep))
+            self._bridge.run(self._put_writes(self._bridge.driven, groups, keep))
 
     def delete_thread(self, thread_id: str) -> None:
         self._bridge.run(self._delete_thread(self._bridge.driven, thread_id))
@@ -159,8 +168,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     async def aput(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        record, saved = self._checkpoint(config, checkpoint, metadata)
-        await self._bridge.awaited().checkpoints._put_built([record])
+        fields, plain, saved = self._checkpoint(config, checkpoint, metadata)
+        await _put_checkpoint(self._bridge.awaited(), fields, plain)
         if not self._set_up:
             await self.asetup()
         return saved
@@ -303,28 +312,31 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     # writing --------------------------------------------------------------------------
     def _checkpoint(self, config: RunnableConfig, checkpoint: LGCheckpoint,
-                    metadata: CheckpointMetadata) -> tuple[Record, RunnableConfig]:
-        """The record `put` stores, and the config it returns."""
+                    metadata: CheckpointMetadata) -> tuple[dict[str, Any], bool, RunnableConfig]:
+        """The fields of the record `put` stores and whether they are plain (`mapping.checkpoint_fields`), and
+        the config it returns."""
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
-        record = mapping.checkpoint_record(
+        fields, plain = mapping.checkpoint_fields(
             self.serde, thread_id, ns, conf.get("checkpoint_id"), dict(checkpoint),
             dict(get_serializable_checkpoint_metadata(config, metadata)))
-        return record, mapping.config_for(thread_id, ns, checkpoint["id"])
+        return fields, plain, mapping.config_for(thread_id, ns, checkpoint["id"])
 
     def _writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
-                task_path: str) -> tuple[builtins.list[LangGraphWrite], bool]:
-        """The records `put_writes` stores, and whether a lone one is kept if already stored (regular
-        writes: insert-or-ignore) rather than replaced (special ones)."""
+                task_path: str) -> tuple[builtins.list[tuple[dict[str, Any], bool]], bool]:
+        """The fields of the records `put_writes` stores, each with whether they are plain
+        (`mapping.write_fields`), and whether a lone one is kept if already stored (regular writes:
+        insert-or-ignore) rather than replaced (special ones)."""
         conf = config["configurable"]
         thread_id, ns, checkpoint_id = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
         numbered = [(WRITES_IDX_MAP.get(channel, position), channel, value)
                     for position, (channel, value) in enumerate(writes)]
-        records = mapping.write_records(self.serde, thread_id, ns, checkpoint_id, task_id, task_path, numbered)
-        return records, bool(numbered) and numbered[0][0] >= 0
+        groups = mapping.write_fields(self.serde, thread_id, ns, checkpoint_id, task_id, task_path, numbered)
+        return groups, bool(numbered) and numbered[0][0] >= 0
 
-    async def _put_writes(self, store: AsyncStore, records: Sequence[LangGraphWrite], keep: bool) -> None:
+    async def _put_writes(self, store: AsyncStore, groups: Sequence[tuple[dict[str, Any], bool]], keep: bool) -> None:
         writes = store.collection(LangGraphWrite)
+        records = [mapping.write_of_fields(fields, plain) for fields, plain in groups]
         if len(records) == 1:  # regular writes: insert-or-ignore; special ones: replace (one write, no read)
             await writes._put_built(records, keep_existing=keep)
         elif records:  # both kinds (rare): the regular record is kept if stored, in one write with the special one
@@ -460,6 +472,11 @@ async def _delete_checkpoints(store: AsyncStore, records: Sequence[Stored]) -> N
             prefix = checkpoint_writes_prefix(state["thread_id"], state["checkpoint_ns"], state["checkpoint_id"])
             await writes.delete(where=_prefixed(prefix) & (F.owner == record.id))
         await store.checkpoints.delete(ids)
+
+
+async def _put_checkpoint(store: AsyncStore, fields: dict[str, Any], plain: bool) -> None:
+    """Store the checkpoint record of `mapping.checkpoint_fields`' fields (validated unless plain)."""
+    await store.checkpoints._put_built([mapping.checkpoint_of_fields(fields, plain)])
 
 
 async def _prepare(store: AsyncStore) -> None:
