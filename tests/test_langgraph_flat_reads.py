@@ -201,11 +201,17 @@ def test_several_shapes_read_in_one_statement_give_what_each_read_gives(reads: l
 
 
 @settings(max_examples=40, deadline=None)
-@given(reads=_shape_reads, written=st.sets(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"])),
+@given(reads=st.lists(st.tuples(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"]),
+                                st.sampled_from(["c", "d", "e"]), st.sampled_from(["id", "-id"]),
+                                st.sampled_from([None, 1, 2]),
+                                st.sampled_from([None, ("id",), ("created_at", "id")])),
+                      min_size=1, max_size=3),
+       written=st.sets(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"])),
        later=st.sets(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"])))
 def test_a_shapes_reader_gives_what_several_shapes_give(reads: list[Any], written: set[str], later: set[str]) -> None:
-    """`shapes_reader` of fixed (kind, shape, limit) reads gives what `query_shapes_documents` gives for the same
-    values, call after call: before a kind has a table and once it has one, after the backend forgot its
+    """`shapes_reader` of fixed (kind, shape, limit, fields) reads gives what `query_shapes_documents` gives for the
+    same values (only `fields` of each document, where given: from their columns, or, for a datetime, from the
+    document), call after call: before a kind has a table and once it has one, after the backend forgot its
     compiled shapes (`SHAPES_KEPT` reached) and after a kind evolved (its layout made again); None for a value
     its statement was not compiled for (where a read's kind has a table)."""
     from mnemostore.core.declarations import Declaration, KindChange
@@ -229,14 +235,17 @@ def test_a_shapes_reader_gives_what_several_shapes_give(reads: list[Any], writte
 
     with tempfile.TemporaryDirectory() as directory, mnemostore.open(f"sqlite:///{directory}/s.db") as store:
         backend: Any = store.backend
-        shapes = [(kind, QueryShape(classes[kind], (F.id >= Param("low")) & (F.id < Param("high")), order), limit)
-                  for kind, _, order, limit in reads]
-        values = [{"low": low, "high": chr(ord(low) + 1)} for _, low, _, _ in reads]
+        shapes = [(kind, QueryShape(classes[kind], (F.id >= Param("low")) & (F.id < Param("high")), order), limit,
+                   fields) for kind, _, order, limit, fields in reads]
+        values = [{"low": low, "high": chr(ord(low) + 1)} for _, low, *_ in reads]
         reader = backend.shapes_reader(None, shapes)
 
         def several(values: list[dict[str, Any]] = values) -> Any:
-            return backend.query_shapes_documents(None, [(kind, shape, part, limit) for (kind, shape, limit), part
-                                                         in zip(shapes, values, strict=True)])
+            found = backend.query_shapes_documents(None, [(kind, shape, part, limit) for (kind, shape, limit, _), part
+                                                          in zip(shapes, values, strict=True)])
+            return found if found is None else [
+                documents if fields is None else [{name: document[name] for name in fields} for document in documents]
+                for documents, (*_, fields) in zip(found, shapes, strict=True)]
 
         assert reader(values) == several()  # no table yet for the application's kinds
         write(store, written, 0)
@@ -253,10 +262,10 @@ def test_a_shapes_reader_gives_what_several_shapes_give(reads: list[Any], writte
         assert backend._shapes_token is not token
         assert reader(values) == several()
         tables = {"checkpoint", "heuristic", *written, *later}  # the built-in kinds' are there from the start
-        assert (reader._token is backend._shapes_token) == all(kind in tables for kind, _, _ in shapes)  # planned again
+        assert (reader._token is backend._shapes_token) == all(kind in tables for kind, *_ in shapes)  # planned again
         unbindable = [{**part, "low": None} for part in values]
         assert reader(unbindable) == several(unbindable)
-        assert (reader(unbindable) is None) == any(kind in tables for kind, _, _ in shapes)
+        assert (reader(unbindable) is None) == any(kind in tables for kind, *_ in shapes)
 
 
 def test_a_shapes_reader_reads_a_shape_that_selects_seqs_alone(tmp_path: Path) -> None:
@@ -271,14 +280,16 @@ def test_a_shapes_reader_reads_a_shape_that_selects_seqs_alone(tmp_path: Path) -
         backend: Any = store.backend
         by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-id")
         for limit in (None, 1, 2, 5):
-            reader = backend.shapes_reader(None, [("checkpoint", by_run, limit)])
+            reader = backend.shapes_reader(None, [("checkpoint", by_run, limit, None)])
             expected = store.checkpoints.fetch(by_run, {"run": "r"}, limit=limit, vectors=False)
             (documents,) = reader([{"run": "r"}])
             assert [Checkpoint(**parse_fields(Checkpoint, data)) for data in documents] == expected
             assert len(expected) == (8 if limit is None else limit)
-        assert backend.shapes_reader(None, [("checkpoint", by_run, 3)])([{"run": "nobody"}]) == [[]]
+        assert backend.shapes_reader(None, [("checkpoint", by_run, 3, None)])([{"run": "nobody"}]) == [[]]
+        ids = backend.shapes_reader(None, [("checkpoint", by_run, 3, ("id",))])([{"run": "r"}])
+        assert ids == [[{"id": record.id} for record in expected[:3]]]
         ranged = QueryShape(Checkpoint, (F.id >= Param("low")) & (F.id < Param("high")), "-id")
-        both = backend.shapes_reader(None, [("checkpoint", by_run, 3), ("checkpoint", ranged, None)])
+        both = backend.shapes_reader(None, [("checkpoint", by_run, 3, None), ("checkpoint", ranged, None, None)])
         assert both([{"run": "r"}, {"low": "c", "high": "d"}]) is None
 
 

@@ -32,7 +32,7 @@ from ...core.vectorsearch import prepare_query
 from ...migrations.ledger import LEDGER_KEY
 from ...migrations.locking import FileLock, MigrationLock
 from ...migrations.model import LayoutMigration
-from . import schema, vector_file
+from . import schema, shape_readers, vector_file
 from .connections import Connections, open_file
 from .filter_memo import Picked
 from .migrations import HISTORY, NEWEST_USER_VERSION
@@ -473,8 +473,8 @@ class SQLiteBackend(Backend):
             found[row[0]].append(decode(row[1:end]))
         return found
 
-    def shapes_reader(self, tenant: str | None, reads: Sequence[tuple[str, QueryShape, int | None]]) -> ShapesReader:
-        """`query_shapes_documents` of these (kind, shape, limit) reads, their values given per call: the
+    def shapes_reader(self, tenant: str | None, reads: Sequence[shape_readers.ShapeRead]) -> ShapesReader:
+        """`query_shapes_documents` of these (kind, shape, limit, fields) reads, their values given per call: the
         statement, its arguments' template and its decoders made once (`shape_readers`), so a hot read that
         repeats (the LangGraph saver's) only binds, runs and decodes."""
         return ShapesReader(self, tenant, reads)

@@ -1,7 +1,7 @@
 """Readers of fixed shapes' documents (`SQLiteBackend.shapes_reader`): a hot read's statement, the template of
 its arguments and its decoders made once, so a call binds its values, runs one statement and decodes.
 
-A reader is made for (kind, shape, limit) reads a program repeats (the LangGraph saver's); it compiles them
+A reader is made for (kind, shape, limit, fields) reads a program repeats (the LangGraph saver's); it compiles them
 through the backend's shape cache and again whenever the backend forgets its compiled shapes (a kind
 evolved, a layout migrated, `SHAPES_KEPT` reached, the store reopened). A read whose kind has no table yet,
 or whose values its statement was not compiled for, is answered as `query_shapes_documents` answers it."""
@@ -26,14 +26,17 @@ from .sql_filters import INLINE_LIMIT, Binder
 if TYPE_CHECKING:
     from .backend import SQLiteBackend
 
-ShapeRead = tuple[str, QueryShape, int | None]
-"""(kind, shape, limit) of one read a `ShapesReader` makes; its values come with each call."""
+ShapeRead = tuple[str, QueryShape, int | None, tuple[str, ...] | None]
+"""(kind, shape, limit, fields) of one read a `ShapesReader` makes, its values given with each call: each
+record's document, or with `fields` a dict of those fields alone (plain ones read from their columns, so a
+read that needs a record's id decodes no document)."""
 Decoder = Callable[[Sequence[Any]], dict[str, Any]]
 
 
 class ShapesReader:
     """`SQLiteBackend.query_shapes_documents` of fixed reads and tenant, their values given per call (one
-    mapping per read): each read's documents, in its order, or None where `query_shapes_documents` gives None."""
+    mapping per read): each read's documents (or their `fields`), in its order, or None where
+    `query_shapes_documents` gives None."""
 
     __slots__ = ("_backend", "_plan", "_reads", "_tenant", "_token")
 
@@ -50,10 +53,7 @@ class ShapesReader:
         if plan is None or self._token is not self._backend._shapes_token:
             plan = self._planned()
             if plan is None:  # a kind with no table yet: asked every time, as a read of it is
-                found: list[list[dict[str, Any]]] | None = self._backend.query_shapes_documents(
-                    self._tenant, [(kind, shape, part, limit)
-                                   for (kind, shape, limit), part in zip(self._reads, values, strict=True)])
-                return found
+                return self._unplanned(values)
         try:
             return plan.read(values)
         except MnemostoreError:
@@ -61,21 +61,34 @@ class ShapesReader:
         except Exception as exc:  # as `raising_backend_errors` gives them
             raise backend_error(self._backend, "shapes_reader", exc) from exc
 
+    def _unplanned(self, values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
+        """`query_shapes_documents`' answer (each read's `fields` picked from its documents)."""
+        reads = self._reads
+        found: list[list[dict[str, Any]]] | None = self._backend.query_shapes_documents(
+            self._tenant, [(kind, shape, part, limit)
+                           for (kind, shape, limit, _), part in zip(reads, values, strict=True)])
+        if found is None:
+            return None
+        return [documents if fields is None else [{name: document[name] for name in fields} for document in documents]
+                for documents, (*_, fields) in zip(found, reads, strict=True)]
+
     def _planned(self) -> _Plan | None:
         """The plan under the backend's compiled shapes now (kept); None while a read's kind has no table."""
         backend = self._backend
-        parts: list[tuple[Layout, Select, Binder, int | None]] = []
-        for kind, shape, limit in self._reads:
+        parts: list[_Part] = []
+        for kind, shape, limit, fields in self._reads:
             prepared = backend._kind(kind)
             if prepared is None:
                 return None
             select, binder = backend._compiled_shape(prepared.layout, shape, limit == 1, limit is None, False)
-            parts.append((prepared.layout, select, binder, limit))
+            parts.append((prepared.layout, select, binder, limit, fields))
         # the token after compiling: one that reached `SHAPES_KEPT` forgot the others, which are still right
         self._plan, self._token = _Plan.of(backend.db, tenant_key(self._tenant), parts), backend._shapes_token
         return self._plan
 
 
+_Part = tuple[Layout, Select, Binder, int | None, tuple[str, ...] | None]
+"""A read's layout, compiled select and binder, its limit and its fields (None: the documents)."""
 _Bind = tuple[Callable[[str, Mapping[str, Any]], list[Any] | None], str, int, list[Any]]
 """A part's `Binder`, the tenant's key, how many times the statement takes its arguments, and the limit
 appended (if any)."""
@@ -95,22 +108,24 @@ class _Plan:
         self._refused = refused
 
     @classmethod
-    def of(cls, db: Connections, tenant: str, parts: Sequence[tuple[Layout, Select, Binder, int | None]]) -> _Plan:
-        """One part's select as it is (one that selects seqs, with the statement reading their rows); several
-        joined by UNION ALL, each row led by its part's place and padded with NULLs to the widest part's bytes
-        columns (`backend._Union`), refused (None for every call) if one of them selects seqs."""
+    def of(cls, db: Connections, tenant: str, parts: Sequence[_Part]) -> _Plan:
+        """One part's select (one that selects seqs, with the statement reading their rows); several joined by
+        UNION ALL, each row led by its part's place and padded with NULLs to the widest part's columns
+        (`backend._Union`), refused (None for every call) if one of them selects seqs."""
         binds = tuple((binder, tenant, select.repeat, [limit] if select.mode != "first" and limit is not None else [])
-                      for _, select, binder, limit in parts)
+                      for _, select, binder, limit, _ in parts)
+        read = [_columns(layout, fields) for layout, *_, fields in parts]
+        sqls = [_selecting(select, layout, columns)
+                for (layout, select, *_), (columns, _, _) in zip(parts, read, strict=True)]
         if len(parts) == 1:
-            layout, select, _, _ = parts[0]
-            by_seq = f"SELECT seq, {layout.read_columns(False)} FROM {layout.table} WHERE seq IN "
-            return cls(db, select.sql, binds, ((layout.document_decoder, 0),),
-                       by_seq if select.mode == "seqs" else None)
-        width = max(len(layout.binary) for layout, _, _, _ in parts)
-        sql = " UNION ALL ".join(f"SELECT {place}, *{', NULL' * (width - len(layout.binary))} FROM ({select.sql})"
-                                 for place, (layout, select, _, _) in enumerate(parts))
-        decoders = tuple((layout.document_decoder, 3 + len(layout.binary)) for layout, _, _, _ in parts)
-        return cls(db, sql, binds, decoders, refused=any(select.mode == "seqs" for _, select, _, _ in parts))
+            (layout, select, *_), ((columns, _, decode),) = parts[0], read
+            by_seq = f"SELECT seq, {columns} FROM {layout.table} WHERE seq IN "
+            return cls(db, sqls[0], binds, ((decode, 0),), by_seq if select.mode == "seqs" else None)
+        width = max(count for _, count, _ in read)
+        sql = " UNION ALL ".join(f"SELECT {place}, *{', NULL' * (width - count)} FROM ({part})"
+                                 for place, (part, (_, count, _)) in enumerate(zip(sqls, read, strict=True)))
+        decoders = tuple((decode, 1 + count) for _, count, decode in read)
+        return cls(db, sql, binds, decoders, refused=any(select.mode == "seqs" for _, select, *_ in parts))
 
     def read(self, values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
         if self._refused:
@@ -136,6 +151,37 @@ class _Plan:
         else:  # two statements, one snapshot
             found[0] = list(map(decode, self._db.read(partial(_rows_by_seq, self._sql, args, self._by_seq))))
         return found
+
+
+def _columns(layout: Layout, fields: tuple[str, ...] | None) -> tuple[str, int, Decoder]:
+    """What a read selects (its columns and how many) and how a row of them becomes its dict: the document
+    (`Layout.document_decoder`), or the `fields`' own columns where they are all stored as they are (str, int,
+    float: as `SQLiteBackend.query_values` reads them), else the document's `fields`."""
+    if fields is not None and all(layout.fields.get(name) in (str, int, float) for name in fields):
+        return ", ".join(map(layout.column, fields)), len(fields), partial(_zipped, fields)
+    decode = layout.document_decoder
+    if fields is not None:
+        decode = partial(_picked_one, decode, fields)
+    return layout.read_columns(False), 2 + len(layout.binary), decode
+
+
+def _selecting(select: Select, layout: Layout, columns: str) -> str:
+    """A one-statement `select`'s SQL reading `columns` instead of the documents' (`Layout.read_columns`),
+    or its own where those are what it reads (and where it selects seqs)."""
+    read = f"SELECT {layout.read_columns(False)} "
+    if select.mode == "seqs" or columns == layout.read_columns(False):
+        return select.sql
+    assert select.sql.startswith(read), select.sql  # `Select.of` reads them first
+    return f"SELECT {columns} {select.sql[len(read):]}"
+
+
+def _zipped(fields: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
+    return dict(zip(fields, row, strict=True))
+
+
+def _picked_one(decode: Decoder, fields: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
+    document = decode(row)
+    return {name: document[name] for name in fields}
 
 
 def _all_rows(sql: str, args: Sequence[Any], conn: sqlite3.Connection) -> list[Any]:

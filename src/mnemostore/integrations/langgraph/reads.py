@@ -49,10 +49,11 @@ class Reads:
         return [record.__dict__ for record in await self.writes.fetch(shape, values, limit=limit, vectors=False)]
 
     async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
-                                writes: QueryShape, write_values: Mapping[str, Any],
-                                write_limit: int | None) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
+                                writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
+                                write_fields: tuple[str, ...] | None = None,
+                                ) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
         """`fetch` and `fetch_writes` of two shapes that do not depend on each other (one statement on a
-        flat read)."""
+        flat read); of the writes, `write_fields` are the fields wanted (None: all), a flat read may give no others."""
         return await self.fetch(shape, values, limit), await self.fetch_writes(writes, write_values, write_limit)
 
 
@@ -72,9 +73,11 @@ class DocumentReads(Protocol):
 SeveralShapes = Callable[[str | None, Sequence[ShapeRead]], list[list[dict[str, Any]]] | None]
 """`SQLiteBackend.query_shapes_documents`: optional beside `query_shape_documents`."""
 ShapesRead = Callable[[Sequence[Mapping[str, Any]]], list[list[dict[str, Any]]] | None]
-"""A reader of fixed (kind, shape, limit) reads given their values (one mapping each): `SeveralShapes`' answer."""
-ShapesReaderOf = Callable[[str | None, Sequence[tuple[str, QueryShape, int | None]]], ShapesRead]
-"""`SQLiteBackend.shapes_reader`: optional beside `query_shapes_documents`."""
+"""A reader of fixed reads given their values (one mapping each): `SeveralShapes`' answer (`ShapesReaderOf`)."""
+ShapesReaderOf = Callable[[str | None, Sequence[tuple[str, QueryShape, int | None, tuple[str, ...] | None]]],
+                          ShapesRead]
+"""`SQLiteBackend.shapes_reader` (its reads are (kind, shape, limit, fields)): optional beside
+`query_shapes_documents`."""
 
 
 class FlatReads(Reads):
@@ -101,7 +104,7 @@ class FlatReads(Reads):
         if store.closed:
             raise StoreClosed(f"{store!r} is closed")
         key = (shape, limit)
-        reader = self._readers[key] if key in self._readers else self._reader(key)
+        reader = self._readers[key] if key in self._readers else self._reader(key, ((shape, limit, None),))
         found = None if reader is None else reader((values,))
         if found is None:
             return await super().fetch(shape, values, limit)
@@ -113,36 +116,43 @@ class FlatReads(Reads):
         if store.closed:
             raise StoreClosed(f"{store!r} is closed")
         key = (shape, limit)
-        reader = self._readers[key] if key in self._readers else self._reader(key)
+        reader = self._readers[key] if key in self._readers else self._reader(key, ((shape, limit, None),))
         found = None if reader is None else reader((values,))
         return await super().fetch_writes(shape, values, limit) if found is None else found[0]
 
     async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
-                                writes: QueryShape, write_values: Mapping[str, Any],
-                                write_limit: int | None) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
+                                writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
+                                write_fields: tuple[str, ...] | None = None,
+                                ) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
         store = self.store
         if store.closed:
             raise StoreClosed(f"{store!r} is closed")
-        key = (shape, limit, writes, write_limit)
-        reader = self._readers[key] if key in self._readers else self._reader(key)
+        key = (shape, limit, writes, write_limit, write_fields)
+        if key in self._readers:
+            reader = self._readers[key]
+        else:
+            reader = self._reader(key, ((shape, limit, None), (writes, write_limit, write_fields)))
         found = None if reader is None else reader((values, write_values))
         if found is None:  # the two flat reads, one after the other
             return await super().fetch_with_writes(shape, values, limit, writes, write_values, write_limit)
         return list(map(StoredFields, found[0])), found[1]
 
-    def _reader(self, key: tuple[Any, ...]) -> ShapesRead | None:
-        """The reader of the (shape, limit) pairs in `key`, made and kept: the backend's own (`shapes_reader`),
-        else one over `query_shapes_documents` (or `query_shape_documents` for one shape); None for several
-        shapes on a backend with neither of the first two (read one after another)."""
-        reads = [(shape.kind, shape, limit) for shape, limit in zip(key[::2], key[1::2], strict=True)]
+    def _reader(self, key: tuple[Any, ...],
+                reads: tuple[tuple[QueryShape, int | None, tuple[str, ...] | None], ...]) -> ShapesRead | None:
+        """The reader of these (shape, limit, fields) reads (each shape's kind is its own), made and kept under
+        `key`: the backend's own (`shapes_reader`), else one over `query_shapes_documents` (or
+        `query_shape_documents` for one read), which give whole documents; None for several reads on a backend
+        with neither of the first two (read one after another)."""
         tenant = self.store.tenant
         reader: ShapesRead | None = None
         if self._reader_of is not None:
-            reader = self._reader_of(tenant, reads)
+            reader = self._reader_of(tenant, [(shape.kind, shape, limit, fields) for shape, limit, fields in reads])
         elif len(reads) == 1:
-            reader = partial(_one_shape, self._documents, tenant, *reads[0])
+            ((shape, limit, _),) = reads
+            reader = partial(_one_shape, self._documents, tenant, shape.kind, shape, limit)
         elif self._several is not None:
-            reader = partial(_several_shapes, self._several, tenant, reads)
+            reader = partial(_several_shapes, self._several, tenant,
+                             [(shape.kind, shape, limit) for shape, limit, _ in reads])
         if len(self._readers) >= self.readers_kept:
             self._readers.clear()
         self._readers[key] = reader
