@@ -198,3 +198,124 @@ def test_several_shapes_read_in_one_statement_give_what_each_read_gives(reads: l
         by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-sequence")  # two statements: refused
         if "checkpoint" in written:
             assert backend.query_shapes_documents(None, [*several, ("checkpoint", by_run, {"run": "r"}, None)]) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(reads=st.lists(st.tuples(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"]),
+                                st.sampled_from(["c", "d", "e"]), st.sampled_from(["id", "-id"]),
+                                st.sampled_from([None, 1, 2]),
+                                st.sampled_from([None, ("id",), ("created_at", "id")])),
+                      min_size=1, max_size=3),
+       written=st.sets(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"])),
+       later=st.sets(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"])))
+def test_a_shapes_reader_gives_what_several_shapes_give(reads: list[Any], written: set[str], later: set[str]) -> None:
+    """`shapes_reader` of fixed (kind, shape, limit, fields) reads gives what `query_shapes_documents` gives for the
+    same values (only `fields` of each document, where given: from their columns, or, for a datetime, from the
+    document), call after call: before a kind has a table and once it has one, after the backend forgot its
+    compiled shapes (`SHAPES_KEPT` reached) and after a kind evolved (its layout made again); None for a value
+    its statement was not compiled for (where a read's kind has a table)."""
+    from mnemostore.core.declarations import Declaration, KindChange
+    from mnemostore.core.records import Heuristic
+    from mnemostore.kinds.langgraph_writes import LangGraphWrite
+
+    mnemostore.register_kind(LangGraphWrite)
+    classes = {"checkpoint": Checkpoint, "heuristic": Heuristic, "langgraph_write": LangGraphWrite}
+
+    def write(store: Any, kinds: set[str], step: int) -> None:
+        if "checkpoint" in kinds:
+            store.checkpoints.put([Checkpoint(id=f"c{n}{step}", run_id="r", state={"n": n}, payload=b"x" * n * 900)
+                                   for n in range(4)])
+        if "heuristic" in kinds:
+            store.heuristics.put([{"id": f"{x}{n}{step}", "condition": "c", "strategy": "s"}
+                                  for x in "cd" for n in range(3)])
+        if "langgraph_write" in kinds:
+            store.collection(LangGraphWrite).put([LangGraphWrite(
+                id=f"e{n}{step}", thread="t", owner="o", checkpoint_ns="", checkpoint_id="c", task_id="k",
+                writes=[[0, "ch", "bytes", n]], payload=b"y" * n) for n in range(3)])
+
+    with tempfile.TemporaryDirectory() as directory, mnemostore.open(f"sqlite:///{directory}/s.db") as store:
+        backend: Any = store.backend
+        shapes = [(kind, QueryShape(classes[kind], (F.id >= Param("low")) & (F.id < Param("high")), order), limit,
+                   fields) for kind, _, order, limit, fields in reads]
+        values = [{"low": low, "high": chr(ord(low) + 1)} for _, low, *_ in reads]
+        reader = backend.shapes_reader(None, shapes)
+
+        def several(values: list[dict[str, Any]] = values) -> Any:
+            found = backend.query_shapes_documents(None, [(kind, shape, part, limit) for (kind, shape, limit, _), part
+                                                          in zip(shapes, values, strict=True)])
+            return found if found is None else [
+                documents if fields is None else [{name: document[name] for name in fields} for document in documents]
+                for documents, (*_, fields) in zip(found, shapes, strict=True)]
+
+        assert reader(values) == several()  # no table yet for the application's kinds
+        write(store, written, 0)
+        assert reader(values) == several()
+        write(store, later, 1)
+        assert reader(values) == several()
+        for filler in range(512):  # `SHAPES_KEPT` other shapes: the cache starts again
+            backend.query_shape_documents("checkpoint", None, QueryShape(Checkpoint, F.id == Param("id")),
+                                          {"id": f"f{filler}"}, None)
+        assert reader(values) == several()
+        token = backend._shapes_token
+        declared = Declaration.of(Heuristic)
+        backend.evolve_kind(KindChange(declared, declared))
+        assert backend._shapes_token is not token
+        assert reader(values) == several()
+        tables = {"checkpoint", "heuristic", *written, *later}  # the built-in kinds' are there from the start
+        assert (reader._token is backend._shapes_token) == all(kind in tables for kind, *_ in shapes)  # planned again
+        unbindable = [{**part, "low": None} for part in values]
+        assert reader(unbindable) == several(unbindable)
+        assert (reader(unbindable) is None) == any(kind in tables for kind, *_ in shapes)
+
+
+def test_a_shapes_reader_reads_a_shape_that_selects_seqs_alone(tmp_path: Path) -> None:
+    """Alone, a shape whose statement selects seqs first (a thread's checkpoints by id through its run index)
+    is read in two statements on one snapshot, its documents those of `query_shape`'s records in their order;
+    beside another shape it is refused (None), as `query_shapes_documents` refuses it."""
+    from mnemostore.core.codec import parse_fields
+
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        store.checkpoints.put([Checkpoint(id=f"c{n}", run_id="r" if n % 3 else "q", state={"n": n},
+                                          payload=None if n % 4 == 0 else bytes([n]) * n * 500) for n in range(12)])
+        backend: Any = store.backend
+        by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-id")
+        for limit in (None, 1, 2, 5):
+            reader = backend.shapes_reader(None, [("checkpoint", by_run, limit, None)])
+            expected = store.checkpoints.fetch(by_run, {"run": "r"}, limit=limit, vectors=False)
+            (documents,) = reader([{"run": "r"}])
+            assert [Checkpoint(**parse_fields(Checkpoint, data)) for data in documents] == expected
+            assert len(expected) == (8 if limit is None else limit)
+        assert backend.shapes_reader(None, [("checkpoint", by_run, 3, None)])([{"run": "nobody"}]) == [[]]
+        ids = backend.shapes_reader(None, [("checkpoint", by_run, 3, ("id",))])([{"run": "r"}])
+        assert ids == [[{"id": record.id} for record in expected[:3]]]
+        ranged = QueryShape(Checkpoint, (F.id >= Param("low")) & (F.id < Param("high")), "-id")
+        both = backend.shapes_reader(None, [("checkpoint", by_run, 3, None), ("checkpoint", ranged, None, None)])
+        assert both([{"run": "r"}, {"low": "c", "high": "d"}]) is None
+
+
+def test_flat_reads_over_several_shapes_without_a_reader_read_them_in_one_statement(tmp_path: Path) -> None:
+    """A backend with `query_shapes_documents` but no `shapes_reader` (a plugin's) reads the saver's checkpoint and
+    its writes through it, the same tuples; a closed store's flat list is refused as its `get_tuple` is."""
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        saver = MnemostoreSaver(store)
+        config = saver.put(_config("t", ""), empty_checkpoint(), {"source": "loop", "step": 0}, {})
+        saver.put_writes(config, [("a", 1), ("__error__", "e")], "task")
+        newer = saver.put(config, empty_checkpoint(), {"source": "loop", "step": 1}, {})
+        reads = [config, newer, _config("t", "")]
+        expected = [saver.get_tuple(c) for c in reads], list(saver.list(_config("t", ""))), list(saver.list(None))
+        calls: list[int] = []
+
+        class TwoShapes:
+            def __init__(self, backend: Any) -> None:
+                self.query_shape_documents = backend.query_shape_documents
+
+            def query_shapes_documents(self, tenant: str | None, several: Any) -> Any:
+                calls.append(len(several))
+                return store.backend.query_shapes_documents(tenant, several)  # type: ignore[attr-defined]
+
+        saver._reads = FlatReads(store._async, TwoShapes(store.backend))
+        assert ([saver.get_tuple(c) for c in reads], list(saver.list(_config("t", ""))),
+                list(saver.list(None))) == expected
+        assert calls == [2, 2, 2]
+    with pytest.raises(StoreClosed):
+        list(saver.list(_config("t", "")))

@@ -32,13 +32,14 @@ from ...core.vectorsearch import prepare_query
 from ...migrations.ledger import LEDGER_KEY
 from ...migrations.locking import FileLock, MigrationLock
 from ...migrations.model import LayoutMigration
-from . import schema, vector_file
+from . import schema, shape_readers, vector_file
 from .connections import Connections, open_file
 from .filter_memo import Picked
 from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import gather, rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, FieldRows, KindSQL, Layout, tenant_key
 from .selects import SHAPES_KEPT, Select
+from .shape_readers import ShapesReader
 from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
 from .vector_cache import Matrix, VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
@@ -159,10 +160,12 @@ class SQLiteBackend(Backend):
         self._kinds = {kind: KindSQL.of(layout) for kind, layout in LAYOUTS.items()}
         """Each kind's statements: the built-in ones now, an application's on first use (`_kind`)."""
         self._shapes: dict[tuple[Any, ...], tuple[Select, Binder]] = {}
+        """Compiled query shapes (`query_shape`), by shape, `vectors` and limit form."""
         self._unions: dict[tuple[tuple[int, int], ...], _Union] = {}
         """`query_shapes_documents`' statements by their parts' (place, `id` of its `Select` in `_shapes`),
         cleared with `_shapes` (the value keeps the selects, so no id is reused while it is kept)."""
-        """Compiled query shapes (`query_shape`), by shape, `vectors` and limit form."""
+        self._shapes_token = object()
+        """Replaced whenever `_shapes` is forgotten (and at each open): `ShapesReader`s compare it."""
         self._tips: dict[tuple[str, str, str], tuple[int, str, int]] = {}
         """(tenant, run_id, branch_id) -> seq, id and sequence of the checkpoint this store last appended there:
         the parent the next append tries first (`append_checkpoint`); the database has the last word."""
@@ -234,8 +237,7 @@ class SQLiteBackend(Backend):
         self.db.write(work)
         self._cache = None
         self._kinds = {kind: KindSQL.of(layout) for kind, layout in LAYOUTS.items()}  # others: looked up again
-        self._shapes.clear()
-        self._unions.clear()
+        self._forget_shapes()
 
     def tenants(self, kind: str) -> list[str | None]:
         prepared = self._kind(kind)
@@ -324,8 +326,7 @@ class SQLiteBackend(Backend):
 
         self.db.write(work)
         self._kinds.pop(kind, None)
-        self._shapes.clear()
-        self._unions.clear()
+        self._forget_shapes()
 
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
@@ -493,34 +494,47 @@ class SQLiteBackend(Backend):
             decode, end = decoders[row[0]]
             found[row[0]].append(decode(row[1:end]))
         return found
-        width = max(len(layout.binary) for _, layout, _, _ in parts)
-        sql = " UNION ALL ".join(f"SELECT {place}, *{', NULL' * (width - len(layout.binary))} FROM ({part})"
-                                 for place, layout, part, _ in parts)
-        decoders = {place: (layout.document_decoder, 3 + len(layout.binary)) for place, layout, _, _ in parts}
-        rows = self.db.one_read(partial(_all_rows, sql, [arg for *_, args in parts for arg in args]))
-        for row in rows:
-            decode, end = decoders[row[0]]
-            found[row[0]].append(decode(row[1:end]))
-        return found
+
+    def shapes_reader(self, tenant: str | None, reads: Sequence[shape_readers.ShapeRead]) -> ShapesReader:
+        """`query_shapes_documents` of these (kind, shape, limit, fields) reads, their values given per call: the
+        statement, its arguments' template and its decoders made once (`shape_readers`), so a hot read that
+        repeats (the LangGraph saver's) only binds, runs and decodes."""
+        return ShapesReader(self, tenant, reads)
 
     def _shape_select(self, layout: Layout, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
                       limit: int | None, vectors: bool) -> tuple[Select, list[Any]] | None:
         """The shape's compiled `Select` (made on its first call) and its arguments; None for values it
         cannot bind (nothing is compiled for a call that would not use it)."""
-        key = (shape, vectors, limit == 1, limit is None)
-        found = self._shapes.get(key)
+        found = self._shapes.get((shape, vectors, limit == 1, limit is None))
         if found is None:
             if not all(map(bindable, values.values())):
                 return None
-            if len(self._shapes) >= SHAPES_KEPT:
-                self._shapes.clear()
-                self._unions.clear()
-            condition, params = where_sql(layout, shape.where)
-            select = Select.of(layout, shape.where, condition, shape.order, limit, vectors)
-            found = self._shapes[key] = (select, Binder(params))
+            found = self._compiled_shape(layout, shape, limit == 1, limit is None, vectors)
         select, binder = found
         args = binder(tenant_key(tenant), values)
         return None if args is None else (select, args)
+
+    def _compiled_shape(self, layout: Layout, shape: QueryShape, first: bool, unlimited: bool,
+                        vectors: bool) -> tuple[Select, Binder]:
+        """The shape's `Select` and `Binder` for a limit form (one, none, or more: 2 stands for any), from the
+        cache or compiled into it."""
+        key = (shape, vectors, first, unlimited)
+        found = self._shapes.get(key)
+        if found is None:
+            if len(self._shapes) >= SHAPES_KEPT:
+                self._forget_shapes()
+            condition, params = where_sql(layout, shape.where)
+            limit = 1 if first else None if unlimited else 2
+            select = Select.of(layout, shape.where, condition, shape.order, limit, vectors)
+            found = self._shapes[key] = (select, Binder(params))
+        return found
+
+    def _forget_shapes(self) -> None:
+        """Drop the compiled shapes and unions (a kind's layout changed, or too many were kept); a
+        `ShapesReader` made under the old token makes its plan again."""
+        self._shapes.clear()
+        self._unions.clear()
+        self._shapes_token = object()
 
     def _select(self, layout: Layout, select: Select, args: list[Any], limit: int | None,
                 vectors: bool) -> list[Record]:

@@ -215,9 +215,14 @@ class Connections:
         set up only if the statement fails: ~7k instructions of a read's ~12k in the pool. A fork, a closed
         pool, an empty one or a failed statement take `_transaction`."""
         if _forks == self._forks:
-            writer = self._borrow_writer()
-            if writer is not None:
-                return self._tried_once(writer, work, self._return_writer, lambda: self._transaction(None, work))
+            lock = _writer_locks.get(self._file_key)  # `_borrow_writer`, inline: none made yet, no writer to borrow
+            if lock is not None and self._writer is not None and lock.acquire(blocking=False):
+                writer = self._writer
+                if writer is not None and not self._closed and self._writer_forks == _forks:
+                    self._writer = None
+                    lock.release()
+                    return self._tried_once(writer, work, self._return_writer, lambda: self._transaction(None, work))
+                lock.release()
             try:
                 conn = self._idle.pop()
             except IndexError:
@@ -268,10 +273,14 @@ class Connections:
         if not lock.acquire(blocking=False):
             self._checkin(conn)
             return
-        try:
-            self._give_writer(conn)
+        try:  # `_give_writer`, inline, the pool's lock not taken under this one
+            kept = self._writer is None and not self._closed and not _busy_with(conn)
+            if kept:
+                self._writer, self._writer_forks = conn, _forks
         finally:
             lock.release()
+        if not kept:
+            self._checkin(conn)
 
     def _give_writer(self, conn: sqlite3.Connection) -> None:
         """Keep `conn` as the writer connection if it is fit and none is kept; else check it in."""

@@ -228,8 +228,11 @@ class Layout:
             return decode
         (name,) = names
 
+        loads = orjson.loads
+
         def decode_one(row: Sequence[Any]) -> dict[str, Any]:  # a checkpoint's payload: no dict or loop to make
-            data = document_fields(row[0])
+            document = row[0]  # plain JSON read here, the rest by `document_fields`
+            data = loads(document) if document[:1] == b"{" else document_fields(document)
             if (stored := row[2]) is not None:
                 data[name] = unpack_payload(stored)
             else:

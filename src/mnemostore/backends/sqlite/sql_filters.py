@@ -11,6 +11,7 @@ equal nothing).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -204,15 +205,28 @@ class Binder:
     call's values in their `Slot`s; None if a value is one the SQL was not compiled for (`bindable`).
     Made once per compiled shape, so a call only fills the slots."""
 
-    __slots__ = ("_slots", "_template")
+    __slots__ = ("_items", "_slots", "_span", "_strs", "_template")
 
     def __init__(self, params: Sequence[Any]) -> None:
         self._template: list[Any] = [None, *params]
         self._slots = tuple((index, p.name, p.field_type) for index, p in enumerate(params, 1) if type(p) is Slot)
+        places = [index for index, _, _ in self._slots]
+        adjacent = len(places) > 1 and places[-1] - places[0] == len(places) - 1
+        self._span = slice(places[0], places[-1] + 1) if adjacent else None
+        """Where two or more slots follow each other (a range's bounds): filled in one go when their values are
+        str (`_items`: the values in slot order; `_strs`: their types then)."""
+        self._items = operator.itemgetter(*(name for _, name, _ in self._slots)) if self._span else None
+        self._strs = (str,) * len(places)
 
     def __call__(self, tenant: str, values: Mapping[str, Any]) -> list[Any] | None:
         args = self._template.copy()
         args[0] = tenant
+        span = self._span
+        if span is not None:
+            items = self._items(values)  # type: ignore[misc]
+            if tuple(map(type, items)) == self._strs:
+                args[span] = items
+                return args
         for index, name, field_type in self._slots:
             value = values[name]
             if type(value) is not str:  # a checked str value is stored as it is, whatever the field

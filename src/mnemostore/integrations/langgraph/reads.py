@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, Protocol, runtime_checkable
 
 from ...core.async_collection import AsyncCollection
@@ -18,7 +18,6 @@ from ...core.async_store import AsyncStore
 from ...core.calls import run_sync
 from ...core.capabilities import Capability
 from ...core.errors import StoreClosed
-from ...core.records import Checkpoint as Record
 from ...core.shapes import QueryShape
 from ...core.store import Store
 from ...kinds.langgraph_writes import LangGraphWrite
@@ -50,10 +49,11 @@ class Reads:
         return [record.__dict__ for record in await self.writes.fetch(shape, values, limit=limit, vectors=False)]
 
     async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
-                                writes: QueryShape, write_values: Mapping[str, Any],
-                                write_limit: int | None) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
+                                writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
+                                write_fields: tuple[str, ...] | None = None,
+                                ) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
         """`fetch` and `fetch_writes` of two shapes that do not depend on each other (one statement on a
-        flat read)."""
+        flat read); of the writes, `write_fields` are the fields wanted (None: all), a flat read may give no others."""
         return await self.fetch(shape, values, limit), await self.fetch_writes(writes, write_values, write_limit)
 
 
@@ -72,6 +72,12 @@ class DocumentReads(Protocol):
 
 SeveralShapes = Callable[[str | None, Sequence[ShapeRead]], list[list[dict[str, Any]]] | None]
 """`SQLiteBackend.query_shapes_documents`: optional beside `query_shape_documents`."""
+ShapesRead = Callable[[Sequence[Mapping[str, Any]]], list[list[dict[str, Any]]] | None]
+"""A reader of fixed reads given their values (one mapping each): `SeveralShapes`' answer (`ShapesReaderOf`)."""
+ShapesReaderOf = Callable[[str | None, Sequence[tuple[str, QueryShape, int | None, tuple[str, ...] | None]]],
+                          ShapesRead]
+"""`SQLiteBackend.shapes_reader` (its reads are (kind, shape, limit, fields)): optional beside
+`query_shapes_documents`."""
 
 
 class FlatReads(Reads):
@@ -81,41 +87,91 @@ class FlatReads(Reads):
     """In-process statements cost little, and a page's payloads (~47 KB each) are still in the CPU's
     caches when they are decoded: listing 200 varied checkpoints cost 5% less CPU than in pages of 25."""
 
+    readers_kept = 64
+    """Readers kept (`_readers`): the saver's few shapes, by limit (at most `page`), need far fewer."""
+
     def __init__(self, store: AsyncStore, backend: DocumentReads) -> None:
         super().__init__(store)
         self._documents = backend.query_shape_documents
         self._several: SeveralShapes | None = getattr(backend, "query_shapes_documents", None)
+        self._reader_of: ShapesReaderOf | None = getattr(backend, "shapes_reader", None)
+        self._readers: dict[tuple[Any, ...], ShapesRead | None] = {}
+        """By (shape, limit, ...) of its reads (each shape's kind is its own): a reader made on first use
+        (`_reader`); None where the backend reads those shapes one after another."""
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
         store = self.store
         if store.closed:
             raise StoreClosed(f"{store!r} is closed")
-        found = self._documents(Record.kind, store.tenant, shape, values, limit)
+        key = (shape, limit)
+        reader = self._readers[key] if key in self._readers else self._reader(key, ((shape, limit, None),))
+        found = None if reader is None else reader((values,))
         if found is None:
             return await super().fetch(shape, values, limit)
-        return [StoredFields(data) for data in found]
+        return list(map(StoredFields, found[0]))
 
     async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any],
                            limit: int | None = None) -> list[dict[str, Any]]:
         store = self.store
         if store.closed:
             raise StoreClosed(f"{store!r} is closed")
-        found = self._documents(LangGraphWrite.kind, store.tenant, shape, values, limit)
-        return await super().fetch_writes(shape, values, limit) if found is None else found
+        key = (shape, limit)
+        reader = self._readers[key] if key in self._readers else self._reader(key, ((shape, limit, None),))
+        found = None if reader is None else reader((values,))
+        return await super().fetch_writes(shape, values, limit) if found is None else found[0]
 
     async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
-                                writes: QueryShape, write_values: Mapping[str, Any],
-                                write_limit: int | None) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
+                                writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
+                                write_fields: tuple[str, ...] | None = None,
+                                ) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
         store = self.store
         if store.closed:
             raise StoreClosed(f"{store!r} is closed")
-        several = self._several
-        found = None if several is None else several(store.tenant, ((Record.kind, shape, values, limit),
-                                                                    (LangGraphWrite.kind, writes, write_values,
-                                                                     write_limit)))
+        key = (shape, limit, writes, write_limit, write_fields)
+        if key in self._readers:
+            reader = self._readers[key]
+        else:
+            reader = self._reader(key, ((shape, limit, None), (writes, write_limit, write_fields)))
+        found = None if reader is None else reader((values, write_values))
         if found is None:  # the two flat reads, one after the other
             return await super().fetch_with_writes(shape, values, limit, writes, write_values, write_limit)
-        return [StoredFields(data) for data in found[0]], found[1]
+        return list(map(StoredFields, found[0])), found[1]
+
+    def _reader(self, key: tuple[Any, ...],
+                reads: tuple[tuple[QueryShape, int | None, tuple[str, ...] | None], ...]) -> ShapesRead | None:
+        """The reader of these (shape, limit, fields) reads (each shape's kind is its own), made and kept under
+        `key`: the backend's own (`shapes_reader`), else one over `query_shapes_documents` (or
+        `query_shape_documents` for one read), which give whole documents; None for several reads on a backend
+        with neither of the first two (read one after another)."""
+        tenant = self.store.tenant
+        reader: ShapesRead | None = None
+        if self._reader_of is not None:
+            reader = self._reader_of(tenant, [(shape.kind, shape, limit, fields) for shape, limit, fields in reads])
+        elif len(reads) == 1:
+            ((shape, limit, _),) = reads
+            reader = partial(_one_shape, self._documents, tenant, shape.kind, shape, limit)
+        elif self._several is not None:
+            reader = partial(_several_shapes, self._several, tenant,
+                             [(shape.kind, shape, limit) for shape, limit, _ in reads])
+        if len(self._readers) >= self.readers_kept:
+            self._readers.clear()
+        self._readers[key] = reader
+        return reader
+
+
+def _one_shape(documents: Callable[..., list[dict[str, Any]] | None], tenant: str | None, kind: str,
+               shape: QueryShape, limit: int | None,
+               values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
+    """A `ShapesRead` of one shape over `query_shape_documents`."""
+    found = documents(kind, tenant, shape, values[0], limit)
+    return None if found is None else [found]
+
+
+def _several_shapes(several: SeveralShapes, tenant: str | None, reads: Sequence[tuple[str, QueryShape, int | None]],
+                    values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
+    """A `ShapesRead` over `query_shapes_documents`."""
+    return several(tenant, [(kind, shape, part, limit)
+                            for (kind, shape, limit), part in zip(reads, values, strict=True)])
 
 
 def reads_for(store: Store | AsyncStore) -> Reads:
@@ -132,21 +188,20 @@ def reads_for(store: Store | AsyncStore) -> Reads:
 
 class StoredFields:
     """A checkpoint record's stored fields (a dict from `query_shape_documents`) seen as the saver reads a
-    record (`mapping.Stored`): plain attributes, set once (a read takes each several times); `created_at`
-    is parsed only when asked for."""
+    record (`mapping.Stored`): the dict is the instance's `__dict__` (no copy; a read takes each field
+    several times, as plain attributes); `created_at` is parsed only when asked for."""
 
-    __slots__ = ("_created_at", "branch_id", "id", "metadata", "node_id", "payload", "run_id", "state")
+    id: str
+    run_id: str
+    branch_id: str
+    node_id: str
+    state: dict[str, Any]
+    payload: bytes | None
+    metadata: dict[str, Any]
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self.id: str = data["id"]
-        self.run_id: str = data["run_id"]
-        self.branch_id: str = data["branch_id"]
-        self.node_id: str = data["node_id"]
-        self.state: dict[str, Any] = data["state"]
-        self.payload: bytes | None = data["payload"]
-        self.metadata: dict[str, Any] = data["metadata"]
-        self._created_at: str = data["created_at"]
+        self.__dict__ = data
 
     @property
-    def created_at(self) -> datetime:
-        return datetime.fromisoformat(self._created_at)
+    def created_at(self) -> datetime:  # a property: the instance's `created_at` (text) does not hide it
+        return datetime.fromisoformat(self.__dict__["created_at"])

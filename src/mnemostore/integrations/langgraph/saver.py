@@ -211,7 +211,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             write_low, write_high = prefix_range(namespace_writes_prefix(thread_id, ns))
             found, newest = await reads.fetch_with_writes(
                 _NEWEST_IN_RANGE, {"low": low, "high": high}, 1,
-                _NEWEST_WRITE_IN_RANGE, {"low": write_low, "high": write_high}, 1)
+                _NEWEST_WRITE_IN_RANGE, {"low": write_low, "high": write_high}, 1, ("id",))  # its id alone
             if not found:
                 return None
             record = found[0]
