@@ -8,6 +8,10 @@ those implements `put_fields` (the sqlite backend does: no record object, no doc
 `common` leaves NULL written into the statement once); any other backend, a plugin's included, gets the
 records `trusted_record` would build and its `put`, `put_missing` or `put_keeping_created`, so no plugin
 has to implement anything. Either way the stored records are those `records_of` builds.
+
+A hot path that writes one record at a time with the same `common` (the LangGraph saver) asks for a
+writer once (`Collection._field_writer`): a backend that implements `FieldWrites.field_writer` settles its
+plan then (the sqlite backend: the columns, the row template and the INSERT), so a call only makes the row.
 """
 
 from __future__ import annotations

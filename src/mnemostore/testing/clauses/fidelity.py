@@ -224,6 +224,28 @@ class FidelityClauses(SpecimenFixtures):
         read_back_everywhere(store, expected)
 
 
+    @each_kind_and_specimen
+    @since("1.15")
+    def test_records_written_one_by_one_as_fields_are_stored_as_records(self, store: Store, kind: str) -> None:
+        """Records given one at a time to a prepared field write (`Collection._field_writer`: the LangGraph
+        saver's `put` and `put_writes`; a backend's optional `field_writer`, else `_put_fields`) read back as
+        those records; one that keeps existing records leaves them."""
+        items = store.collection(kind)
+        first = [make(kind, i, embedding=None) for i in range(4)]
+        common, each = _as_fields(first)
+        write = items._field_writer(common, list(each[0]))
+        for own in each:
+            write(own)
+        read_back_everywhere(store, first)
+        later = [make(kind, i, embedding=None, agent="later", created_at=first[-1].created_at + timedelta(days=1))
+                 for i in range(2, 6)]
+        common, each = _as_fields(later)
+        keep = items._field_writer(common, list(each[0]), keep_existing=True)
+        for own in each:
+            keep(own)
+        read_back_everywhere(store, [*first, *later[2:]])
+
+
 def _as_fields(records: list[Record]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(common, each) for `Collection._put_fields`: the fields every record holds alike, then each one's own
     (neither `tenant_id` nor `embedding`, which `_put_fields` sets: the store's tenant, no vector)."""
