@@ -383,8 +383,9 @@ class FieldRows:
                     if name in common and common[name] is not None]
         per_row = [name for name in [*layout.plain_fields, *layout.converted_fields] if name in own]
         shared_meta = "metadata" in common
+        no_meta = shared_meta and not common["metadata"]  # none shared: NULL in the statement, no None to bind
         columns = ["tenant", *(layout.columns[name] for name, _ in set_here)]
-        columns += [*(["meta"] if shared_meta else []), *(layout.columns[name] for name in per_row),
+        columns += [*(["meta"] if shared_meta and not no_meta else []), *(layout.columns[name] for name in per_row),
                     *([] if shared_meta else ["meta"]), "doc", *map(quote, layout.binary)]
         get_own = _own_columns(per_row, fields)
         kept_apart = {"embedding", *layout.binary}
@@ -415,8 +416,8 @@ class FieldRows:
                     template[name] = seen[2]
                 else:
                     head.append(sql_value(kind, value))
-            if "metadata" in common:
-                head.append(dumps(metadata).decode() if (metadata := common["metadata"]) else None)
+            if shared_meta and not no_meta:
+                head.append(dumps(common["metadata"]).decode())
             return tuple(head), template
 
         def row(head: tuple[Any, ...], template: dict[str, Any], common: dict[str, Any],
@@ -607,7 +608,7 @@ class KindSQL:
     def field_rows(self, common: dict[str, Any], own: Iterable[str]) -> FieldRows:
         """`FieldRows` for records given as `common` and fields named as `own` (the first record's), made
         once per pattern."""
-        key = (*common, *map(operator.is_, common.values(), _NONES), *own)
+        key = (*common, *map(operator.is_, common.values(), _NONES), not common.get("metadata", 0), *own)
         found = self._field_rows.get(key)
         if found is None:
             found = self._field_rows[key] = FieldRows.of(self.layout, self.documents, self.payloads, common,
