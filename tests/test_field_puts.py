@@ -175,6 +175,17 @@ def test_a_field_writer_plans_again_when_its_kind_s_statements_are_made_anew(two
     assert _rows(two[1], "checkpoint") == _rows(two[0], "checkpoint")
 
 
+def test_records_of_fields_share_no_list_or_dict_of_the_common_fields() -> None:
+    """A list or dict `common` gives (the saver's writes share an empty metadata) is each record's own copy:
+    a record changed in place changes neither another nor `common`, as records validated one by one."""
+    cls = record_type("checkpoint")
+    common = {"run_id": "r", "metadata": {"seen": []}, "parent_ids": []}
+    built = records_of(cls, {**common, "tenant_id": None, "embedding": None}, [{"id": "a"}, {"id": "b"}])
+    built[0].metadata["seen"].append(1)
+    built[0].parent_ids.append("x")
+    assert built[1].metadata == {"seen": []} and built[1].parent_ids == [] and common["metadata"] == {"seen": []}
+
+
 @pytest.mark.parametrize("scheme", ["sqlite", "memory"])
 def test_a_field_writer_keeps_the_facade_s_refusals(tmp_path: Path, scheme: str) -> None:
     """Fields not named as the writer's `own` take `put`'s validation, which refuses a bad one by name with

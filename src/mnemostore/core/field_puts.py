@@ -16,6 +16,7 @@ plan then (the sqlite backend: the columns, the row template and the INSERT), so
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from functools import cache
 from operator import itemgetter, methodcaller
@@ -80,14 +81,18 @@ def _blank(cls: type[Record]) -> dict[str, Any]:
 
 def records_of(cls: type[Record], common: dict[str, Any], each: Sequence[dict[str, Any]]) -> list[Record]:
     """The records `common` and `each` stand for, their field dicts in the model's field order (as
-    validation orders them), without validation: what `put_fields` stores."""
+    validation orders them), without validation: what `put_fields` stores. Each record gets its own copy of
+    a list or dict `common` gives (a pending write's empty metadata), as validation would give it."""
     if each:
         own = each[0].keys()
         if not all(map(own.__eq__, map(_keys, each))):
             raise unfit_fields(each, list(own))
     shared = _blank(cls) | common
     make = trusted_records(cls)
-    return [make(shared | fields) for fields in each]
+    containers = [name for name, value in common.items() if isinstance(value, (dict, list))]
+    if not containers:
+        return [make(shared | fields) for fields in each]
+    return [make(shared | fields | {name: copy.deepcopy(common[name]) for name in containers}) for fields in each]
 
 
 def unfit_fields(each: Sequence[dict[str, Any]], names: Sequence[str]) -> ValidationError:
