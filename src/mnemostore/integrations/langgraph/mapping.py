@@ -209,7 +209,7 @@ def checkpoint_record(serde: SerializerProtocol, thread_id: str, checkpoint_ns: 
 
 
 _CHECKPOINT_TEXTS = ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id")
-"""The names `checkpoint_record` gives its texts in an error."""
+"""The names `checkpoint_fields` gives its texts in an error."""
 
 
 WRITE_COMMON: dict[str, Any] = {"agent": None, "project_id": None, "metadata": {}}
@@ -280,7 +280,7 @@ _CHECKPOINT_SHARED = {**CHECKPOINT_COMMON, "tenant_id": None, "embedding": None}
 _channel = itemgetter(1)
 """A numbered write's channel."""
 _WRITE_TEXTS = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path")
-"""The names `write_records` gives its texts in an error (then `writes[n].channel`)."""
+"""The names `write_fields` gives its texts in an error (then `writes[n].channel`)."""
 
 
 def _joined(values: list[Any]) -> Any:

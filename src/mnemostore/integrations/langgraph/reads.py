@@ -100,42 +100,34 @@ class FlatReads(Reads):
         (`_reader`); None where the backend reads those shapes one after another."""
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
-        store = self.store
-        if store.closed:
-            raise StoreClosed(f"{store!r} is closed")
-        key = (shape, limit)
-        reader = self._readers[key] if key in self._readers else self._reader(key, ((shape, limit, None),))
-        found = None if reader is None else reader((values,))
+        found = self._read((shape, limit), ((shape, limit, None),), (values,))
         if found is None:
             return await super().fetch(shape, values, limit)
         return list(map(StoredFields, found[0]))
 
     async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any],
                            limit: int | None = None) -> list[dict[str, Any]]:
-        store = self.store
-        if store.closed:
-            raise StoreClosed(f"{store!r} is closed")
-        key = (shape, limit)
-        reader = self._readers[key] if key in self._readers else self._reader(key, ((shape, limit, None),))
-        found = None if reader is None else reader((values,))
+        found = self._read((shape, limit), ((shape, limit, None),), (values,))
         return await super().fetch_writes(shape, values, limit) if found is None else found[0]
 
     async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
                                 writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
                                 write_fields: tuple[str, ...] | None = None,
                                 ) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
-        store = self.store
-        if store.closed:
-            raise StoreClosed(f"{store!r} is closed")
-        key = (shape, limit, writes, write_limit, write_fields)
-        if key in self._readers:
-            reader = self._readers[key]
-        else:
-            reader = self._reader(key, ((shape, limit, None), (writes, write_limit, write_fields)))
-        found = None if reader is None else reader((values, write_values))
+        found = self._read((shape, limit, writes, write_limit, write_fields),
+                           ((shape, limit, None), (writes, write_limit, write_fields)), (values, write_values))
         if found is None:  # the two flat reads, one after the other
             return await super().fetch_with_writes(shape, values, limit, writes, write_values, write_limit)
         return list(map(StoredFields, found[0])), found[1]
+
+    def _read(self, key: tuple[Any, ...], reads: tuple[tuple[QueryShape, int | None, tuple[str, ...] | None], ...],
+              values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
+        """These reads' documents by their reader (kept under `key`), or None: read them the collection's way."""
+        store = self.store
+        if store.closed:
+            raise StoreClosed(f"{store!r} is closed")
+        reader = self._readers[key] if key in self._readers else self._reader(key, reads)
+        return None if reader is None else reader(values)
 
     def _reader(self, key: tuple[Any, ...],
                 reads: tuple[tuple[QueryShape, int | None, tuple[str, ...] | None], ...]) -> ShapesRead | None:

@@ -93,6 +93,42 @@ class FilterClauses(SpecimenFixtures):
             assert [r.id for r in found] == expected, f"fetch({shape!r}, {values!r}, limit={limit})"
             assert_same_records(found, [by_id[i] for i in expected])
 
+    @since("1.15")
+    @each_kind_and_specimen
+    @examples(15)
+    @given(data=st.data())
+    def test_a_shape_s_document_reads_give_what_fetch_gives(self, store: Store, kind: str,
+                                                            data: st.DataObject) -> None:
+        """A backend's optional reads of a shape's stored fields (`query_shape_documents`, with
+        `query_shapes_documents` and `shapes_reader` where it has them: the LangGraph saver's flat reads) give
+        the records `fetch` gives, in its order, a read of several shapes each one's, a read naming its fields
+        those alone; None (a read the backend would rather not make that way) is allowed. Skipped without them."""
+        backend, tenant = store.backend, store.tenant
+        documents = getattr(backend, "query_shape_documents", None)
+        if documents is None:
+            pytest.skip("the backend has no query_shape_documents (optional: the saver then reads records)")
+        several = getattr(backend, "query_shapes_documents", None)
+        reader_of = getattr(backend, "shapes_reader", None)
+        written = data.draw(records(kind), label="records")
+        where = data.draw(filters(kind, ranges=Capability.FILTER_RANGE in store.capabilities,
+                                  metadata_keys=Capability.FILTER_METADATA in store.capabilities), label="where")
+        shape, first, second = shaped(data, kind, where)
+        limit = data.draw(st.none() | st.integers(1, 4), label="limit")
+        clear(store, kind)
+        collection = store.collection(kind)
+        collection.put(written)
+        reader = None if reader_of is None else reader_of(tenant, [(kind, shape, limit, None),
+                                                                   (kind, shape, limit, ("id",))])
+        for values in (first, second, first):
+            expected = [record.id for record in collection.fetch(shape, values, limit=limit)]
+            found = documents(kind, tenant, shape, values, limit)
+            assert found is None or [fields["id"] for fields in found] == expected, "query_shape_documents"
+            both = None if several is None else several(tenant, [(kind, shape, values, limit)] * 2)
+            assert both is None or [[fields["id"] for fields in part] for part in both] == [expected] * 2
+            read = None if reader is None else reader((values, values))
+            assert read is None or (read[1] == [{"id": i} for i in expected]
+                                    and [fields["id"] for fields in read[0]] == expected), "shapes_reader"
+
     @since("1.8")
     def test_a_prepared_shape_checks_its_values(self, store: Store) -> None:
         """A value a filter would refuse is refused by `fetch` too, naming the field; so is a missing one."""
