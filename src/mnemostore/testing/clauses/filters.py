@@ -67,6 +67,24 @@ def shaped(data: st.DataObject, kind: str, where: Expr) -> tuple[QueryShape, dic
     return shape, first, second
 
 
+Values = tuple[dict[str, Any], dict[str, Any]]
+
+
+def _stored_shape(store: Store, kind: str,
+                  data: st.DataObject) -> tuple[list[Record], QueryShape, Values, int | None]:
+    """Records of `kind` drawn and stored (the kind cleared first), a shape of a drawn filter the store can run,
+    two sets of its values (`shaped`) and a limit (or None)."""
+    caps = store.capabilities
+    written = data.draw(records(kind), label="records")
+    where = data.draw(filters(kind, ranges=Capability.FILTER_RANGE in caps,
+                              metadata_keys=Capability.FILTER_METADATA in caps), label="where")
+    shape, first, second = shaped(data, kind, where)
+    limit = data.draw(st.none() | st.integers(1, 4), label="limit")
+    clear(store, kind)
+    store.collection(kind).put(written)
+    return written, shape, (first, second), limit
+
+
 class FilterClauses(SpecimenFixtures):
     @since("1.8")
     @each_kind_and_specimen
@@ -77,15 +95,8 @@ class FilterClauses(SpecimenFixtures):
         """`fetch` of a shape (some values params) gives what the reference gives for the filter with the
         values in, in the shape's order, under a limit too; the same shape again with other values (and
         with None, or an int beyond 64 bits) too: a backend compiling a shape once binds each call's values."""
-        caps = store.capabilities
-        written = data.draw(records(kind), label="records")
-        where = data.draw(filters(kind, ranges=Capability.FILTER_RANGE in caps,
-                                  metadata_keys=Capability.FILTER_METADATA in caps), label="where")
-        shape, first, second = shaped(data, kind, where)
-        limit = data.draw(st.none() | st.integers(1, 4), label="limit")
-        clear(store, kind)
+        written, shape, (first, second), limit = _stored_shape(store, kind, data)
         collection = store.collection(kind)
-        collection.put(written)
         by_id = {record.id: record for record in written}
         for values in (first, second, first):
             expected = expected_order(kind, written, shape.where_with(values), shape.order)[:limit]
@@ -109,14 +120,8 @@ class FilterClauses(SpecimenFixtures):
             pytest.skip("the backend has no query_shape_documents (optional: the saver then reads records)")
         several = getattr(backend, "query_shapes_documents", None)
         reader_of = getattr(backend, "shapes_reader", None)
-        written = data.draw(records(kind), label="records")
-        where = data.draw(filters(kind, ranges=Capability.FILTER_RANGE in store.capabilities,
-                                  metadata_keys=Capability.FILTER_METADATA in store.capabilities), label="where")
-        shape, first, second = shaped(data, kind, where)
-        limit = data.draw(st.none() | st.integers(1, 4), label="limit")
-        clear(store, kind)
+        _, shape, (first, second), limit = _stored_shape(store, kind, data)
         collection = store.collection(kind)
-        collection.put(written)
         reader = None if reader_of is None else reader_of(tenant, [(kind, shape, limit, None),
                                                                    (kind, shape, limit, ("id",))])
         for values in (first, second, first):
