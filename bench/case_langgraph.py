@@ -10,10 +10,12 @@ pgserver for the group.
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from case_graph import bench_graph
 from case_langgraph_store import bench_langgraph_store
 from case_postgres import postgres_server
 from data import checkpoint_state, varied_state
-from harness import MIN_RUNS, Results, Row, at_least, median, timed_clean
+from harness import MIN_RUNS, Results, Row, at_least, median, record_turns, timed_clean, turns_note
 
 import mnemostore
 
@@ -153,8 +155,7 @@ def _bench_pair(results: Results, engine: str, theirs_name: str, pair: dict[str,
     sides = list(pair.items())
     for r in range(max(repeat, MIN_RUNS)):
         # Alternate who goes first: the first side of a repeat grows the heap the second reuses.
-        for who, saver in sides if r % 2 == 0 else sides[::-1]:
-            _time_saver(t, who, saver, state, f"thread{kind}-{r}", n, few)
+        _time_savers(t, dict(sides if r % 2 == 0 else sides[::-1]), state, f"thread{kind}-{r}", n, few)
     m = {key: median(values) for key, values in t.items()}
     size = f"{len(orjson.dumps(state)) // 1000} KB{kind}"
     writes = len(orjson.dumps(task_writes(state, 0))) // 100 / 10
@@ -165,32 +166,56 @@ def _bench_pair(results: Results, engine: str, theirs_name: str, pair: dict[str,
             ("list10", f"list limit={LIST_LIMIT} ({size}) x{few:,}, thread of {n:,}", "ms", few),
             ("writes", f"put_writes x{n:,} (3 channels, {writes:.1f} KB{kind})", "rec/s", n))
     for what, label, unit, per in rows:
+        note = turns_note(m, f"ours_{what}", f"theirs_{what}") if what in READS else ""
         results.add(at_least(Row(f"langgraph {engine}: MnemostoreSaver {label}", m[f"ours_{what}"],
-                                 m[f"theirs_{what}"], unit=unit, per=per, baseline_name=theirs_name)))
+                                 m[f"theirs_{what}"], unit=unit, per=per, baseline_name=theirs_name, note=note)))
 
 
-def _time_saver(t: dict[str, list[float]], who: str, saver: Saver, state: dict[str, Any], thread: str,
-                n: int, few: int) -> None:
-    """One repeat of one saver: a thread of n puts, then reads, lists and one task's writes per checkpoint."""
-    steps = checkpoints(saver, n, state)
+READS = ("get", "latest", "list10")
+"""The saver rows whose calls take turns between the sides (`_time_savers`)."""
+
+
+def _time_savers(t: dict[str, list[float]], pair: dict[str, Saver], state: dict[str, Any], thread: str,
+                 n: int, few: int) -> None:
+    """One repeat of the pair, in its order: each writes a thread of n puts (timed as a block, one side then
+    the other: a block holds what some calls pay for the others, SqliteSaver's WAL checkpoints); then the reads
+    of `READS` take turns call by call (`harness.interleaved_samples`: a block of one side's reads caught the load
+    of its moment), a call's median and mean times the calls; then each lists the thread and adds one task's
+    writes per checkpoint, as blocks."""
+    steps = {who: checkpoints(saver, n, state) for who, saver in pair.items()}
     writes = [(task_writes(state, i), str(uuid.uuid4())) for i in range(n)]
-    configs: list[Any] = []
-    listed: list[Any] = []
-
-    def put_writes() -> None:
-        for config, (task, task_id) in zip(configs, writes, strict=True):
-            saver.put_writes(config, task, task_id)
-
-    timings: dict[str, Callable[[], object]] = {
-        "put": lambda: configs.extend(put_run(saver, thread, steps)),
-        "get": lambda: [saver.get_tuple(c) for c in configs],
-        "latest": lambda: [saver.get_tuple(_thread(thread)) for _ in range(few)],
-        "list": lambda: listed.extend(saver.list(_thread(thread))),
-        "list10": lambda: [list(saver.list(_thread(thread), limit=LIST_LIMIT)) for _ in range(few)],
-        "writes": put_writes,
+    configs: dict[str, list[Any]] = {who: [] for who in pair}
+    listed: dict[str, list[Any]] = {who: [] for who in pair}
+    for who, saver in pair.items():
+        t.setdefault(f"{who}_put", []).append(timed_clean(partial(_extend, configs[who], put_run, saver, thread,
+                                                                   steps[who])))
+    reads: dict[str, Callable[[Saver, list[Any]], Callable[[int], object]]] = {
+        "get": lambda saver, configs: lambda i: saver.get_tuple(configs[i]),
+        "latest": lambda saver, configs: lambda i: saver.get_tuple(_thread(thread)),
+        "list10": lambda saver, configs: lambda i: list(saver.list(_thread(thread), limit=LIST_LIMIT)),
     }
-    for what, fn in timings.items():
-        t.setdefault(f"{who}_{what}", []).append(timed_clean(fn))
+    for what, read in reads.items():
+        calls = n if what == "get" else few
+        gc.collect()
+        record_turns(t, {f"{who}_{what}": read(saver, configs[who]) for who, saver in pair.items()}, calls)
+    for who, saver in pair.items():
+        t.setdefault(f"{who}_list", []).append(timed_clean(partial(_extend, listed[who], saver.list, _thread(thread))))
+        t.setdefault(f"{who}_writes", []).append(timed_clean(partial(_put_writes, saver, configs[who], writes)))
+        _check(who, saver, steps[who], configs[who], listed[who], writes, state)
+
+
+def _extend(into: list[Any], call: Callable[..., Any], *args: Any) -> None:
+    into.extend(call(*args))
+
+
+def _put_writes(saver: Saver, configs: list[Any], writes: list[tuple[list[tuple[str, Any]], str]]) -> None:
+    for config, (task, task_id) in zip(configs, writes, strict=True):
+        saver.put_writes(config, task, task_id)
+
+
+def _check(who: str, saver: Saver, steps: list[Step], configs: list[Any], listed: list[Any],
+           writes: list[tuple[list[tuple[str, Any]], str]], state: dict[str, Any]) -> None:
+    """What a side wrote and listed is what it was given."""
     assert [c.config["configurable"]["checkpoint_id"] for c in listed] == [s[0]["id"] for s in reversed(steps)], \
         f"{who}: wrong list"
     last = saver.get_tuple(configs[-1])

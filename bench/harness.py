@@ -126,6 +126,19 @@ def interleaved_samples(fns: dict[str, Callable[[int], object]], calls: int) -> 
     return samples
 
 
+def record_turns(timings: dict[str, list[float]], fns: dict[str, Callable[[int], object]], calls: int) -> None:
+    """`interleaved_samples` of `fns`: each one's median call and mean call, times `calls`, appended to `timings`
+    under its key and `<key>_mean` (a row compares the medians; `turns_note` gives the means' ratio)."""
+    for key, values in interleaved_samples(fns, calls).items():
+        timings.setdefault(key, []).append(statistics.median(values) * calls)
+        timings.setdefault(f"{key}_mean", []).append(statistics.fmean(values) * calls)
+
+
+def turns_note(m: dict[str, float], ours: str, theirs: str) -> str:
+    """A row's note for reads timed by `record_turns`: the ratio of their means."""
+    return f"medians of a call, the sides taking turns; means {m[theirs + '_mean'] / m[ours + '_mean']:.2f}x"
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 
