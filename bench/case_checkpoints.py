@@ -51,7 +51,7 @@ def _bench_state(results: Results, state: dict[str, Any], kind: str, n: int, rep
             # reuse, which moved a side's time by up to 2x.
             for side in sides if r % 2 == 0 else sides[::-1]:
                 reads.update(side(timings, state, n, few, tmp / str(r), stack))
-            _read_in_turns(timings, reads, n, few)
+            _read_in_turns(timings, reads, n, few, first=r % 2 == 0)
     m = {key: median(values) for key, values in timings.items()}
     size = f"{len(mnemostore.Checkpoint(run_id='r', state=state).model_dump_json()) // 1000} KB{kind}"
     rows = []
@@ -93,11 +93,13 @@ def _record(timings: dict[str, list[float]], key: str, fn: Callable[[], object])
     timings.setdefault(f"{key}_cpu", []).append(cpu)
 
 
-def _read_in_turns(timings: dict[str, list[float]], reads: Reads, n: int, few: int) -> None:
-    """Each of `READS` taking turns with raw sqlite3's (`record_turns`)."""
+def _read_in_turns(timings: dict[str, list[float]], reads: Reads, n: int, few: int, first: bool) -> None:
+    """Each of `READS` taking turns with raw sqlite3's (`record_turns`), ours making the first call of each
+    turn if `first` (which goes first changes every repeat)."""
     for ours, raw, is_few in READS:
         gc.collect()
-        record_turns(timings, {ours: reads[ours], raw: reads[raw]}, few if is_few else n)
+        pair = (ours, raw) if first else (raw, ours)
+        record_turns(timings, {key: reads[key] for key in pair}, few if is_few else n)
 
 
 def _cpu(m: dict[str, float], ours: str, theirs: str) -> str:
