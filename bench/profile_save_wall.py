@@ -65,7 +65,8 @@ def _without_proof_json() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state", choices=("varied", "repeated"), default="varied")
-    parser.add_argument("--n", type=int, default=500)
+    parser.add_argument("--n", type=int, default=500,
+                        help="calls a round; CPU times count in clock ticks (~4 ms), so keep it in the hundreds")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--without", choices=("proof-json",))
     args = parser.parse_args()
@@ -78,7 +79,8 @@ def main() -> None:
     if args.without == "proof-json":
         _without_proof_json()
     state = varied_state() if args.state == "varied" else checkpoint_state()
-    n, calls = args.n, {"save": [], "SqliteSaver.put": []}  # type: dict[str, list[list[float]]]
+    n = args.n
+    calls: dict[str, list[list[float]]] = {"save": [], "SqliteSaver.put": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for side in sorted(calls, reverse=r % 2 == 1):  # taking turns at going first
