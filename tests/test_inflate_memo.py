@@ -1,6 +1,7 @@
 """The memo of inflated zstd frames (`compression.Inflated`): a read gives exactly what inflating the stored
 frame gives, whatever was kept, evicted or collided; it stays within its bounds; it keeps nothing mutable;
-and a read of what a write just compressed does not inflate."""
+a read of what a write just compressed does not inflate; a read keeps a frame the second time it misses it, so
+a scan of frames read once leaves the memo as it was."""
 
 from __future__ import annotations
 
@@ -148,6 +149,41 @@ def test_a_read_of_what_a_write_just_compressed_does_not_inflate(monkeypatch: py
     monkeypatch.setattr(compression, "_codecs", lambda: (zstandard.ZstdCompressor(), NoInflating()))
     assert unpack_payload(stored) == data
     assert inflate(document) == b'{"v":"' + data + b'"}'
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=25))
+def test_a_read_keeps_a_frame_the_second_time_it_inflates_it(reads: list[int]) -> None:
+    """Frames made outside mnemostore, read in any order (a memo that evicts nothing here): each is inflated by
+    its first two reads alone and kept from its second; a frame read once is not kept, and the frame a write
+    kept stays."""
+    bounds = compression.MEMO_ENTRIES, compression.MEMO_BYTES
+    compression.MEMO_ENTRIES, compression.MEMO_BYTES = 64, 1 << 20
+    compression.INFLATED.clear()
+    written = repetitive(COMPRESS_AT + 100, 99)
+    frames = {seed: zstd_frame(repetitive(COMPRESS_AT, seed)) for seed in set(reads)}
+    inflated: list[int] = []
+    real = compression._codecs
+
+    class Counting:
+        def decompress(self, frame: Any) -> bytes:
+            inflated.append(next(seed for seed, made in frames.items() if made == frame))
+            return real()[1].decompress(frame)  # type: ignore[no-any-return]
+
+    try:
+        assert inflate(deflate(written)) == written  # kept by the write
+        compression._codecs = lambda: (real()[0], Counting())  # type: ignore[assignment]
+        for seed in reads:
+            assert inflate(frames[seed]) == repetitive(COMPRESS_AT, seed)
+        kept = list(compression.INFLATED.kept.values())
+    finally:
+        compression._codecs = real  # type: ignore[assignment]
+        compression.MEMO_ENTRIES, compression.MEMO_BYTES = bounds
+        compression.INFLATED.clear()
+    assert kept[0] == written
+    for seed in frames:
+        assert inflated.count(seed) == min(2, reads.count(seed))
+        assert (repetitive(COMPRESS_AT, seed) in kept) == (reads.count(seed) >= 2)
 
 
 def test_threads_sharing_the_memo_read_exactly() -> None:

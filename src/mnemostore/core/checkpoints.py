@@ -32,8 +32,9 @@ class Checkpoints(Collection[Checkpoint]):
     def latest(self, run_id: str, branch: str | None = None) -> Checkpoint | None:
         """The checkpoint with the highest sequence (newest first on ties), or None."""
         twin = self._async
-        if twin._store._callable_now(self.kind, "query_shape"):  # as `Collection.get`
-            found = twin._store.backend.query_shape(*twin._latest_args(run_id, branch))
+        if twin._store._callable_now(self.kind, "query_shape"):  # as `Collection.fetch`
+            _, _, shape, values, limit, vectors = twin._latest_args(run_id, branch)
+            found = self._shape_read(shape, limit, vectors)(values)
             return cast(Checkpoint, found[0]) if found else None
         return self._run(twin.latest(run_id, branch))
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .calls import Runner, iterate_sync
@@ -11,7 +12,7 @@ from .errors import NotFound, ValidationError
 from .field_puts import FieldWriter, complete, fields_fit, has_field_writers, put_fields
 from .filters import Expr, bind, from_dict
 from .jsonvalues import check_text, forget_proven
-from .protocol import Hit, OrderKey
+from .protocol import Backend, Hit, OrderKey
 from .records import Record
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 R = TypeVar("R", bound=Record)
 Where = Expr | Mapping[str, Any] | None
 OrderBy = str | Sequence[str | OrderKey] | None
+RecordsRead = Callable[[Mapping[str, Any]], list[Any]]
+"""`Backend.query_shape` of a fixed kind, tenant, shape, limit and `vectors`, given the values (`records_reader`)."""
 
 
 @dataclass(frozen=True)
@@ -43,11 +46,15 @@ class Collection(Generic[R]):
     Its logic is the `AsyncCollection`'s, written once: each method drives that coroutine with
     `run` (`run_sync` over direct backend calls) and returns its result."""
 
+    readers_kept = 64
+    """Shape readers kept (`_shape_read`): a program's few hot shapes need far fewer."""
+
     def __init__(self, twin: AsyncCollection[R], run: Runner) -> None:
         self._async = twin
         self._run = run
         self.record_cls: type[R] = twin.record_cls
         self.kind = twin.kind
+        self._readers: dict[tuple[QueryShape, int | None, bool], RecordsRead] = {}
 
     # writing ------------------------------------------------------------------
     def put(self, records: Iterable[R | Mapping[str, Any]], *, keep_existing: bool = False,
@@ -166,7 +173,28 @@ class Collection(Generic[R]):
               vectors: bool = True) -> list[R]:
         """Records matching a prepared `shape` (`mnemostore.QueryShape`) with these values for its
         params, in its order, at most `limit`: `query` of that filter, compiled once per shape."""
-        return self._run(self._async.fetch(shape, values, limit=limit, vectors=vectors))
+        twin = self._async
+        if twin._store._callable_now(self.kind, "query_shape"):  # as `get`
+            _, _, shape, checked, limit, vectors = twin._fetch_args(shape, values, limit, vectors)
+            return cast(list[R], self._shape_read(shape, limit, vectors)(checked))
+        return self._run(twin.fetch(shape, values, limit=limit, vectors=vectors))
+
+    def _shape_read(self, shape: QueryShape, limit: int | None, vectors: bool) -> RecordsRead:
+        """`query_shape` of this kind and tenant with `shape`, `limit` and `vectors`, given checked values: the
+        backend's reader (`records_reader`, optional: its statement and decoder made once) kept per shape, else
+        a call of `query_shape`. For the sync facade's straight calls (`_callable_now`)."""
+        key = (shape, limit, vectors)
+        reader = self._readers.get(key)
+        if reader is None:
+            store = self._async._store
+            backend, tenant = store.backend, store.tenant
+            reader_of = getattr(backend, "records_reader", None)
+            reader = (partial(_query_shape, backend, self.kind, tenant, shape, limit, vectors)
+                      if reader_of is None else reader_of(self.kind, tenant, shape, limit, vectors))
+            if len(self._readers) >= self.readers_kept:
+                self._readers.clear()
+            self._readers[key] = reader
+        return reader
 
     def iterate(self, where: Where = None, *, order_by: OrderBy = None, batch_size: int = 500,
                 vectors: bool = True) -> Iterator[R]:
@@ -230,6 +258,12 @@ class AntiPatterns(Collection[Any]):
     def seen(self, id: str) -> Any:
         """Count one more sighting of an anti-pattern (atomically) and stamp `last_seen`."""
         return self._run(self._async.seen(id))
+
+
+def _query_shape(backend: Backend, kind: str, tenant: str | None, shape: QueryShape, limit: int | None,
+                 vectors: bool, values: Mapping[str, Any]) -> list[Any]:
+    """`Collection._shape_read`'s reader where the backend has no `records_reader`."""
+    return backend.query_shape(kind, tenant, shape, values, limit, vectors)
 
 
 def check_ids(ids: Any, field: str) -> None:

@@ -39,7 +39,7 @@ from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import gather, rank
 from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, FieldRows, KindSQL, Layout, tenant_key
 from .selects import SHAPES_KEPT, Select
-from .shape_readers import ShapesReader
+from .shape_readers import RecordsReader, ShapesReader
 from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
 from .vector_cache import Matrix, VectorCache, read_version
 from .vector_files import VECTORS_SUFFIX, VectorFiles, replace_token
@@ -165,7 +165,7 @@ class SQLiteBackend(Backend):
         """`query_shapes_documents`' statements by their parts' (place, `id` of its `Select` in `_shapes`),
         cleared with `_shapes` (the value keeps the selects, so no id is reused while it is kept)."""
         self._shapes_token = object()
-        """Replaced whenever `_shapes` is forgotten (and at each open): `ShapesReader`s compare it."""
+        """Replaced whenever `_shapes` is forgotten (and at each open): the `shape_readers` compare it."""
         self._tips: dict[tuple[str, str, str], tuple[int, str, int]] = {}
         """(tenant, run_id, branch_id) -> seq, id and sequence of the checkpoint this store last appended there:
         the parent the next append tries first (`append_checkpoint`); the database has the last word."""
@@ -501,6 +501,13 @@ class SQLiteBackend(Backend):
         repeats (the LangGraph saver's) only binds, runs and decodes."""
         return ShapesReader(self, tenant, reads)
 
+    def records_reader(self, kind: str, tenant: str | None, shape: QueryShape, limit: int | None,
+                       vectors: bool = True) -> RecordsReader:
+        """`query_shape` of this kind, tenant, shape, limit and `vectors`, its values given per call: the
+        statement, its arguments' template and its decoder made once (`shape_readers`), so the sync facade's
+        hot shape reads (a run's latest checkpoint) only bind, run and decode."""
+        return RecordsReader(self, kind, tenant, shape, limit, vectors)
+
     def _shape_select(self, layout: Layout, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
                       limit: int | None, vectors: bool) -> tuple[Select, list[Any]] | None:
         """The shape's compiled `Select` (made on its first call) and its arguments; None for values it
@@ -531,7 +538,7 @@ class SQLiteBackend(Backend):
 
     def _forget_shapes(self) -> None:
         """Drop the compiled shapes and unions (a kind's layout changed, or too many were kept); a
-        `ShapesReader` made under the old token makes its plan again."""
+        `ShapesReader` or `RecordsReader` made under the old token makes its plan again."""
         self._shapes.clear()
         self._unions.clear()
         self._shapes_token = object()

@@ -1,5 +1,6 @@
-"""Readers of fixed shapes' documents (`SQLiteBackend.shapes_reader`): a hot read's statement, the template of
-its arguments and its decoders made once, so a call binds its values, runs one statement and decodes.
+"""Readers of fixed shapes' documents (`SQLiteBackend.shapes_reader`) and records (`records_reader`): a hot read's
+statement, the template of its arguments and its decoders made once, so a call binds its values, runs one
+statement and decodes.
 
 A reader is made for (kind, shape, limit, fields) reads a program repeats (the LangGraph saver's); it compiles them
 through the backend's shape cache and again whenever the backend forgets its compiled shapes (a kind
@@ -17,6 +18,7 @@ import orjson
 
 from ...core.errors import MnemostoreError
 from ...core.protocol import backend_error
+from ...core.records import Record
 from ...core.shapes import QueryShape
 from .connections import Connections
 from .schema import Layout, tenant_key
@@ -85,6 +87,75 @@ class ShapesReader:
         # the token after compiling: one that reached `SHAPES_KEPT` forgot the others, which are still right
         self._plan, self._token = _Plan.of(backend.db, tenant_key(self._tenant), parts), backend._shapes_token
         return self._plan
+
+
+class RecordsReader:
+    """`SQLiteBackend.query_shape` of a fixed kind, tenant, shape, limit and `vectors`, its values given per call:
+    a run's latest checkpoint (`select.mode == "first"`) binds, reads one row and decodes it; other shapes bind
+    and run their compiled `Select`. Planned as `ShapesReader` plans (again when the backend forgets its
+    compiled shapes; not while the kind has no table); a value the statement was not compiled for takes
+    `query_shape`."""
+
+    __slots__ = ("_args", "_backend", "_read", "_token")
+
+    def __init__(self, backend: SQLiteBackend, kind: str, tenant: str | None, shape: QueryShape, limit: int | None,
+                 vectors: bool) -> None:
+        self._backend = backend
+        self._args = (kind, tenant, shape, limit, vectors)
+        self._read: Callable[[Mapping[str, Any]], list[Record] | None] | None = None
+        self._token: object = None
+        """The backend's `_shapes_token` the plan was made under (`ShapesReader._token`)."""
+
+    def __call__(self, values: Mapping[str, Any]) -> list[Record]:
+        read = self._read
+        if read is None or self._token is not self._backend._shapes_token:
+            read = self._planned()
+        try:
+            found = None if read is None else read(values)
+        except MnemostoreError:
+            raise
+        except Exception as exc:  # as `raising_backend_errors` gives them
+            raise backend_error(self._backend, "records_reader", exc) from exc
+        if found is None:
+            kind, tenant, shape, limit, vectors = self._args
+            return self._backend.query_shape(kind, tenant, shape, values, limit, vectors)
+        return found
+
+    def _planned(self) -> Callable[[Mapping[str, Any]], list[Record] | None] | None:
+        """The read under the backend's compiled shapes now (kept); None while the kind has no table."""
+        backend = self._backend
+        kind, tenant, shape, limit, vectors = self._args
+        prepared = backend._kind(kind)
+        if prepared is None:
+            return None
+        layout = prepared.layout
+        select, binder = backend._compiled_shape(layout, shape, limit == 1, limit is None, vectors)
+        key = tenant_key(tenant)
+        if select.mode == "first":
+            read = partial(_first_record, backend.db.one_row, select.sql, binder, key, select.repeat,
+                           layout.row_decoder)
+        else:
+            read = partial(_records, backend._select, layout, select, binder, key, limit, vectors)
+        self._read, self._token = read, backend._shapes_token
+        return read
+
+
+def _first_record(one_row: Callable[[str, Sequence[Any]], Any], sql: str, binder: Binder, tenant: str, repeat: int,
+                  decode: Callable[[Sequence[Any]], Record], values: Mapping[str, Any]) -> list[Record] | None:
+    """A LIMIT 1 read of one row (a run's latest checkpoint), as `SQLiteBackend.query_shape` reads it; None for
+    values the statement was not compiled for."""
+    args = binder(tenant, values)
+    if args is None:
+        return None
+    row = one_row(sql, args * repeat if repeat > 1 else args)
+    return [] if row is None else [decode(row)]
+
+
+def _records(select_of: Callable[..., list[Record]], layout: Layout, select: Select, binder: Binder, tenant: str,
+             limit: int | None, vectors: bool, values: Mapping[str, Any]) -> list[Record] | None:
+    """Any other compiled shape's records, as `SQLiteBackend.query_shape` reads them (`_select`)."""
+    args = binder(tenant, values)
+    return None if args is None else select_of(layout, select, args, limit, vectors)
 
 
 _Part = tuple[Layout, Select, Binder, int | None, tuple[str, ...] | None]

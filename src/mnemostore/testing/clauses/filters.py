@@ -134,6 +134,34 @@ class FilterClauses(SpecimenFixtures):
             assert read is None or (read[1] == [{"id": i} for i in expected]
                                     and [fields["id"] for fields in read[0]] == expected), "shapes_reader"
 
+    @since("1.16")
+    @each_kind_and_specimen
+    @examples(15)
+    @given(data=st.data())
+    def test_a_records_reader_gives_what_query_shape_gives(self, store: Store, kind: str,
+                                                           data: st.DataObject) -> None:
+        """A backend's optional `records_reader` (the sync facade keeps one per shape for `fetch` and a run's
+        `latest`) gives the records `query_shape` gives for each call's values, in its order, with vectors and
+        without, and keeps doing so after records are written and deleted. Skipped without it."""
+        backend, tenant = store.backend, store.tenant
+        reader_of = getattr(backend, "records_reader", None)
+        if reader_of is None:
+            pytest.skip("the backend has no records_reader (optional: the facade then calls query_shape)")
+        written, shape, (first, second), limit = _stored_shape(store, kind, data)
+        readers = {vectors: reader_of(kind, tenant, shape, limit, vectors) for vectors in (True, False)}
+        collection = store.collection(kind)
+        for step in range(2):
+            for values in (first, second, first):
+                checked = shape.check(values)
+                for vectors, reader in readers.items():
+                    expected = backend.query_shape(kind, tenant, shape, checked, limit, vectors)
+                    found = reader(checked)
+                    assert [r.id for r in found] == [r.id for r in expected], f"records_reader({values!r})"
+                    assert_same_records(found, expected)
+            if step == 0:  # the same readers after the records change
+                collection.delete([r.id for r in written[: len(written) // 2]])
+                collection.put(data.draw(records(kind), label="more records"))
+
     @since("1.8")
     def test_a_prepared_shape_checks_its_values(self, store: Store) -> None:
         """A value a filter would refuse is refused by `fetch` too, naming the field; so is a missing one."""
