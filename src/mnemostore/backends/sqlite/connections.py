@@ -221,7 +221,24 @@ class Connections:
                 if writer is not None and not self._closed and self._writer_forks == _forks:
                     self._writer = None
                     lock.release()
-                    return self._tried_once(writer, work, self._return_writer, lambda: self._transaction(None, work))
+                    try:  # `_tried_once`, inline: no callables made, no frame (~1.2 us of a read's ~5 in the pool)
+                        result = work(writer)
+                    except sqlite3.Error as exc:
+                        self._return_writer(writer)
+                        if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+                            return self._transaction(None, work)
+                        raise self.error(exc) from exc
+                    except BaseException:
+                        self._return_writer(writer)
+                        raise
+                    if lock.acquire(blocking=False):  # `_return_writer`, inline: the writer is ours, not closed
+                        if self._writer is None and not self._closed and not writer.in_transaction:
+                            self._writer, self._writer_forks = writer, _forks
+                            lock.release()
+                            return result
+                        lock.release()
+                    self._checkin(writer)
+                    return result
                 lock.release()
             try:
                 conn = self._idle.pop()
