@@ -56,6 +56,14 @@ class Reads:
         flat read); of the writes, `write_fields` are the fields wanted (None: all), a flat read may give no others."""
         return await self.fetch(shape, values, limit), await self.fetch_writes(writes, write_values, write_limit)
 
+    def read_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
+                         writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
+                         write_fields: tuple[str, ...] | None = None,
+                         ) -> tuple[Sequence[Stored], list[dict[str, Any]]] | None:
+        """`fetch_with_writes` made by a plain call, for a sync method with no coroutine to drive (a flat read's);
+        None where it must be awaited (here always)."""
+        return None
+
 
 ShapeRead = tuple[str, QueryShape, Mapping[str, Any], int | None]
 """(kind, shape, values, limit) of one of the reads `query_shapes_documents` makes in one statement."""
@@ -114,11 +122,18 @@ class FlatReads(Reads):
                                 writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
                                 write_fields: tuple[str, ...] | None = None,
                                 ) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
-        found = self._read((shape, limit, writes, write_limit, write_fields),
-                           ((shape, limit, None), (writes, write_limit, write_fields)), (values, write_values))
+        found = self.read_with_writes(shape, values, limit, writes, write_values, write_limit, write_fields)
         if found is None:  # the two flat reads, one after the other
             return await super().fetch_with_writes(shape, values, limit, writes, write_values, write_limit)
-        return list(map(StoredFields, found[0])), found[1]
+        return found
+
+    def read_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
+                         writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
+                         write_fields: tuple[str, ...] | None = None,
+                         ) -> tuple[Sequence[Stored], list[dict[str, Any]]] | None:
+        found = self._read((shape, limit, writes, write_limit, write_fields),
+                           ((shape, limit, None), (writes, write_limit, write_fields)), (values, write_values))
+        return None if found is None else (list(map(StoredFields, found[0])), found[1])
 
     def _read(self, key: tuple[Any, ...], reads: tuple[tuple[QueryShape, int | None, tuple[str, ...] | None], ...],
               values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:

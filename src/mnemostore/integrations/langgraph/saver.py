@@ -99,7 +99,14 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._bridge.run(self._get_tuple(self._reads, config))
+        reads = self._reads
+        if reads.ranges:  # its one read made by a plain call where it can be (`Reads.read_with_writes`)
+            read = _TupleRead(config)
+            found = reads.read_with_writes(*read.reads)
+            if found is not None:
+                answer = read.answer(self, *found)
+                return self._bridge.run(self._with_writes(reads, found[0][0])) if isinstance(answer, _More) else answer
+        return self._bridge.run(self._get_tuple(reads, config))
 
     def list(
         self,
@@ -196,34 +203,23 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
-        ranges = reads.ranges
         record: Stored | None
-        if checkpoint_id and ranges:  # one read: the record by id, and its writes' range
-            owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
-            low, high = prefix_range(checkpoint_writes_prefix(thread_id, ns, checkpoint_id))
-            found, writes = await reads.fetch_with_writes(_BY_ID, {"id": owner}, 1,
-                                                          _WRITES_IN_RANGE, {"low": low, "high": high}, None)
-            if not found:
-                return None
-            return self._tuple(found[0], [write for write in writes if write["owner"] == owner])
-        if ranges:  # one read when the latest has no writes: it, and the namespace's newest write
-            low, high = mapping.namespace_range(thread_id, ns)
-            write_low, write_high = prefix_range(namespace_writes_prefix(thread_id, ns))
-            found, newest = await reads.fetch_with_writes(
-                _NEWEST_IN_RANGE, {"low": low, "high": high}, 1,
-                _NEWEST_WRITE_IN_RANGE, {"low": write_low, "high": write_high}, 1, ("id",))  # its id alone
-            if not found:
-                return None
+        if reads.ranges:  # one read (`_TupleRead`), and another for a latest checkpoint that has writes
+            read = _TupleRead(config)
+            found, writes = await reads.fetch_with_writes(*read.reads)
+            answer = read.answer(self, found, writes)
+            if not isinstance(answer, _More):
+                return answer
             record = found[0]
-            if not newest or newest[0]["id"] < checkpoint_writes_prefix(thread_id, ns, record.state["checkpoint_id"]):
-                return self._tuple(record, [])  # every write of it would sort after the namespace's newest
         elif checkpoint_id:
             record = await store.checkpoints.get(mapping.checkpoint_record_id(thread_id, ns, checkpoint_id))
         else:
             where = (F.run_id == thread_id) & (F.branch_id == mapping.branch_for(ns))
             record = await store.checkpoints.first(where, order_by="-id")
-        if record is None:
-            return None
+        return None if record is None else await self._with_writes(reads, record)
+
+    async def _with_writes(self, reads: Reads, record: Stored) -> CheckpointTuple:
+        """The tuple of a checkpoint record with its pending writes read."""
         return self._tuple(record, (await self._writes_by_owner(reads, [record]))[record.id])
 
     async def _list(self, reads: Reads, config: RunnableConfig | None, *, filter: dict[str, Any] | None,
@@ -431,6 +427,50 @@ _NAMESPACE_LIST = QueryShape(Record, (F.branch_id == Param("branch")) & (F.run_i
 """The saver's reads, each compiled once per store (`QueryShape`): a checkpoint by id, the newest of a
 namespace's id range, the writes (or the newest write) in an id range (`langgraph_ids.prefix_range`), and a
 thread's pages for `list` (without, then with, a bound)."""
+
+class _More:
+    """`_TupleRead.answer` for a latest checkpoint that has writes: read them (`_writes_by_owner`)."""
+
+
+_MORE = _More()
+
+
+class _TupleRead:
+    """`get_tuple`'s one read on a store with range filters (`Reads.fetch_with_writes`), and the tuple it gives: a
+    checkpoint by id with its writes' id range, or a namespace's newest checkpoint with the namespace's newest
+    write (its id alone: whether the checkpoint has writes)."""
+
+    __slots__ = ("_ns", "_owner", "_thread_id", "reads")
+
+    def __init__(self, config: RunnableConfig) -> None:
+        conf = config["configurable"]
+        self._thread_id, self._ns = thread_id, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        self._owner: str | None = None
+        if checkpoint_id:
+            self._owner = owner = mapping.checkpoint_record_id(thread_id, ns, checkpoint_id)
+            low, high = prefix_range(checkpoint_writes_prefix(thread_id, ns, checkpoint_id))
+            self.reads: tuple[Any, ...] = (_BY_ID, {"id": owner}, 1, _WRITES_IN_RANGE, {"low": low, "high": high},
+                                           None)
+        else:
+            low, high = mapping.namespace_range(thread_id, ns)
+            write_low, write_high = prefix_range(namespace_writes_prefix(thread_id, ns))
+            self.reads = (_NEWEST_IN_RANGE, {"low": low, "high": high}, 1,
+                          _NEWEST_WRITE_IN_RANGE, {"low": write_low, "high": write_high}, 1, ("id",))
+
+    def answer(self, saver: MnemostoreSaver, found: Sequence[Stored],
+               writes: Sequence[dict[str, Any]]) -> CheckpointTuple | _More | None:
+        """The tuple, None where no checkpoint was found, or `_MORE` for a latest one whose writes are to read."""
+        if not found:
+            return None
+        owner = self._owner
+        if owner is not None:
+            return saver._tuple(found[0], [write for write in writes if write["owner"] == owner])
+        record = found[0]
+        if not writes or writes[0]["id"] < checkpoint_writes_prefix(self._thread_id, self._ns,
+                                                                    record.state["checkpoint_id"]):
+            return saver._tuple(record, [])  # every write of it would sort after the namespace's newest
+        return _MORE
 
 
 def _list_where(store: AsyncStore, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
