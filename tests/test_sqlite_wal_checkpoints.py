@@ -43,6 +43,7 @@ def test_the_thread_copies_the_wal_into_the_database_beside_the_writers(
     """With the writers' own checkpoint out of reach (LIMIT huge), only the thread can bring the
     records into the database file."""
     monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "BESIDE", 64 * KB)
     monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**40)
     db = tmp_path / "store.db"
     with mnemostore.open(f"sqlite:///{db}") as store:
@@ -68,6 +69,7 @@ def test_once_the_writers_pause_the_thread_copies_every_frame(tmp_path: Path, mo
     """A checkpoint beside commits leaves their frames behind; when the writers pause, the thread copies
     the rest, so readers skip the WAL (without the catch-up, the frames after its last wake stay uncopied)."""
     monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "BESIDE", 64 * KB)
     monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**40)
     monkeypatch.setattr(wal_checkpoints, "IDLE", 0.3)
     db = tmp_path / "store.db"
@@ -86,6 +88,32 @@ def test_once_the_writers_pause_the_thread_copies_every_frame(tmp_path: Path, mo
         deadline = time.monotonic() + 10
         while copied < frames and time.monotonic() < deadline:
             time.sleep(0.01)
+            frames, copied = wal_frames_and_copied(db)
+        assert frames > 0 and copied == frames
+        assert store.outcomes.count() == 240
+
+
+def test_below_beside_the_thread_waits_for_the_writers_to_pause(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Woken past START while commits keep coming, the thread copies nothing (a checkpoint's syncs would hold
+    the commits back) until the WAL passes BESIDE; once the writers pause it copies every frame."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "BESIDE", 2**40)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**41)
+    monkeypatch.setattr(wal_checkpoints, "IDLE", 2.0)
+    db = tmp_path / "store.db"
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        seen: list[tuple[int, int]] = []
+        for batch in range(60):
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            seen.append(wal_frames_and_copied(db))
+        assert seen[-1][0] > 64 * KB // 4096 * 4  # woken many times over
+        assert all(copied == 0 for _, copied in seen)
+        deadline = time.monotonic() + 20
+        frames, copied = seen[-1]
+        while copied < frames and time.monotonic() < deadline:
+            time.sleep(0.05)
             frames, copied = wal_frames_and_copied(db)
         assert frames > 0 and copied == frames
         assert store.outcomes.count() == 240

@@ -10,10 +10,19 @@ a `put` of the varied state from 1.06-1.49x to 0.80-0.82x, a facade save from 0.
 the 150-step graph from 1.02-1.07x to 0.89-0.90x. An agent waits on wall time, so the thread stays.
 
 After a commit the writer reads how many frames the WAL holds from the WAL-index header (`wal_bytes`):
-past `START` it wakes this thread, which runs a PASSIVE checkpoint (it blocks no reader and no writer);
-past `LIMIT` (the thread behind, or a reader holding old pages) the writer checkpoints itself, as SQLite
-would have. A WAL that SQLite resets is reused in place, not truncated (`JOURNAL_SIZE_LIMIT`). A
-checkpoint cut short by a crash is redone by the next opener: SQLite's own guarantee, unchanged.
+past `START` it wakes this thread, which runs a PASSIVE checkpoint (it blocks no reader and no writer) once
+the writers pause (`IDLE`), or at once past `BESIDE`; past `LIMIT` (the thread behind, or a reader holding
+old pages) the writer checkpoints itself, as SQLite would have. A WAL that SQLite resets is reused in
+place, not truncated (`JOURNAL_SIZE_LIMIT`). A checkpoint cut short by a crash is redone by the next
+opener: SQLite's own guarantee, unchanged.
+
+A checkpoint beside commits is not free for them, though it runs on another core: its syncs (the WAL's
+before copying, the database's after; `synchronous = NORMAL` keeps a power loss from corrupting the file)
+held the committing thread back. Measured (`bench/profile_save_wall.py`, 500 facade saves of the varied
+50 KB state in a row, ~26 MB of WAL, beside `SqliteSaver.put`): checkpoints beside the commits from 4 MB on,
+0.80-0.92x; none during the run, 1.13-1.46x; the same checkpoints with their syncs off (measuring only),
+1.10-1.29x. So the thread waits for a pause, which an agent makes at every step (its model's answer), up
+to `BESIDE`: a longer run of commits gets its checkpoints beside it, as before.
 
 A checkpoint that ran beside commits leaves the frames committed since uncopied, and while any frame is
 uncopied every page a reader reads is first looked up in the WAL (pages found there are read from the
@@ -45,16 +54,21 @@ _monotonic = time.monotonic
 
 START = 4 * 1024 * 1024
 """WAL bytes (about SQLite's default 1,000 pages) past which the thread is woken."""
-LIMIT = 16 * 1024 * 1024
-"""WAL bytes past which the committing writer checkpoints itself. The thread's checkpoints run beside
-commits, so they rarely copy the last frames and SQLite seldom resets the WAL after them: a writer's
-checkpoint then copies the little that is left, and SQLite resets the WAL at the next commit."""
+BESIDE = 32 * 1024 * 1024
+"""WAL bytes past which the woken thread checkpoints beside running commits; below, it waits for the writers
+to pause (`IDLE`) first. A larger WAL costs disk (its file is kept up to `JOURNAL_SIZE_LIMIT`) and a little
+of each read until it is copied (every page is looked up in it first)."""
+LIMIT = 64 * 1024 * 1024
+"""WAL bytes past which the committing writer checkpoints itself (above `BESIDE`). The thread's checkpoints
+run beside commits, so they rarely copy the last frames and SQLite seldom resets the WAL after them: a
+writer's checkpoint then copies the little that is left, and SQLite resets the WAL at the next commit."""
 JOURNAL_SIZE_LIMIT = 32 * 1024 * 1024
 """A reset WAL larger than this (after a reader held checkpoints back) is truncated to it
 (`PRAGMA journal_size_limit`); a smaller one is reused in place. Truncating it at every reset, as
 when its file size measured its frames, cost ~16 us of CPU per 50 KB commit (its pages written anew)."""
 IDLE = 0.02
-"""Seconds without a commit after which the thread copies the frames its last checkpoint left behind."""
+"""Seconds without a commit after which the woken thread checkpoints (below `BESIDE`), and after which it
+copies the frames its last checkpoint left behind."""
 CATCH_UPS = 4
 """Checkpoints a wake may run to catch up (a reader holding an old snapshot keeps frames uncopied)."""
 PRAGMAS = ("PRAGMA wal_autocheckpoint = 0", f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
@@ -187,6 +201,8 @@ class WalCheckpoints:
                 catch_ups = 0
                 while not self._closed:
                     self._wake.clear()
+                    if self._size < BESIDE and not self._writers_paused():
+                        continue  # a writer woke it again: still waiting for a pause, or for BESIDE
                     began = time.monotonic()
                     if (self.checkpoint(conn) and self._last_commit < began) or catch_ups == CATCH_UPS:
                         break  # every frame copied and none committed since it began, or enough tries
