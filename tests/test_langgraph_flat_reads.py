@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,6 +98,34 @@ def test_flat_reads_give_what_the_collection_gives(steps: list[Any]) -> None:
         flat.append(saver.get_tuple(_config("t3", "")))
         assert flat == asyncio.run(through_collection())
         assert flat[-1] is None
+
+
+def test_flat_reads_page_through_long_threads_and_keep_each_thread_s_latest_read(tmp_path: Path) -> None:
+    """Threads of several pages (`FlatReads.page`, the list's batches) list whole and in order on the flat reads,
+    as the async reads list them; `get_tuple` of each thread's latest, its read kept per thread
+    (`_TupleRead.kept`), gives that thread's newest checkpoint after every put, the threads taking turns."""
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        saver = MnemostoreSaver(store)
+        assert isinstance(saver._reads, FlatReads)
+        parents: dict[str, Any] = {}
+        for i in range(3 * 25 + 7):
+            thread = "t1" if i % 3 else "t2"
+            checkpoint = empty_checkpoint()
+            checkpoint["id"] = str(uuid6(clock_seq=i))
+            checkpoint["channel_values"] = {"n": i}
+            checkpoint["channel_versions"] = {"n": f"{i + 1:032}"}
+            parents[thread] = saver.put(parents.get(thread, _config(thread, "")), checkpoint,
+                                        {"source": "loop", "step": i, "parents": {}}, {"n": f"{i + 1:032}"})
+            for name in ("t1", "t2"):
+                if name in parents:
+                    latest = saver.get_tuple(_config(name, ""))
+                    assert latest is not None and latest.config == parents[name]
+        for thread in ("t1", "t2"):
+            listed = list(itertools.islice(saver.list(_config(thread, "")), 200))  # a page read again: no end
+            assert listed == asyncio.run(_listed(saver, _config(thread, "")))
+            ids = [item.config["configurable"]["checkpoint_id"] for item in listed]
+            assert len(ids) == (54 if thread == "t1" else 28) and ids == sorted(set(ids), reverse=True)
+        assert len(list(saver.list({"configurable": {"thread_id": "t1"}}, limit=30))) == 30
 
 
 def test_only_a_sync_sqlite_store_reads_flat(tmp_path: Path) -> None:
@@ -291,6 +320,27 @@ def test_a_shapes_reader_reads_a_shape_that_selects_seqs_alone(tmp_path: Path) -
         ranged = QueryShape(Checkpoint, (F.id >= Param("low")) & (F.id < Param("high")), "-id")
         both = backend.shapes_reader(None, [("checkpoint", by_run, 3, None), ("checkpoint", ranged, None, None)])
         assert both([{"run": "r"}, {"low": "c", "high": "d"}]) is None
+
+
+def test_a_shapes_reader_binds_a_plain_mapping_each_call_and_a_read_only_one_once(tmp_path: Path) -> None:
+    """A dict its caller changes between calls (a list's next page bound) reads what it holds at each call; a
+    read-only mapping (`MappingProxyType`, a saver's kept latest read) given again reads its values again."""
+    from types import MappingProxyType
+
+    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+        store.checkpoints.put([Checkpoint(id=f"c{n}", run_id="r", state={"n": n}) for n in range(6)])
+        backend: Any = store.backend
+        ranged = QueryShape(Checkpoint, (F.id >= Param("low")) & (F.id < Param("high")), "-id")
+        reader = backend.shapes_reader(None, [("checkpoint", ranged, 2, ("id",))])
+        values = {"low": "c0", "high": "c9"}
+        assert reader([values]) == [[{"id": "c5"}, {"id": "c4"}]]
+        values["high"] = "c4"
+        assert reader([values]) == [[{"id": "c3"}, {"id": "c2"}]]
+        kept = MappingProxyType({"low": "c1", "high": "c3"})
+        assert reader([kept]) == reader([kept]) == [[{"id": "c2"}, {"id": "c1"}]]
+        store.checkpoints.delete("c2")
+        assert reader([kept]) == [[{"id": "c1"}]]
+        assert reader([values]) == [[{"id": "c3"}, {"id": "c1"}]]
 
 
 def test_flat_reads_over_several_shapes_without_a_reader_read_them_in_one_statement(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from operator import is_
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -168,7 +170,7 @@ appended (if any)."""
 class _Plan:
     """A reader's statement and how a call's values become its arguments and its rows documents."""
 
-    __slots__ = ("_binds", "_by_seq", "_db", "_decoders", "_refused", "_single", "_sql")
+    __slots__ = ("_binds", "_by_seq", "_db", "_decoders", "_last", "_refused", "_single", "_sql")
 
     def __init__(self, db: Connections, sql: str, binds: tuple[_Bind, ...], decoders: tuple[tuple[Decoder, int], ...],
                  by_seq: str | None = None, refused: bool = False) -> None:
@@ -177,6 +179,10 @@ class _Plan:
         self._by_seq = by_seq
         """For one part that selects seqs: the head of the statement reading their rows (then `seq IN ...`)."""
         self._refused = refused
+        self._last: tuple[tuple[Mapping[str, Any], ...], list[Any]] = ((), [])
+        """The values of the last call given as read-only mappings (`MappingProxyType`, which no caller changes),
+        and their arguments: a call given those very mappings again (a saver's latest read of one thread, its
+        values kept) binds nothing. Plain dicts are bound each time: a caller may change one between calls."""
 
     @classmethod
     def of(cls, db: Connections, tenant: str, parts: Sequence[_Part]) -> _Plan:
@@ -201,15 +207,18 @@ class _Plan:
     def read(self, values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
         if self._refused:
             return None
-        args: list[Any] = []
-        found: list[list[dict[str, Any]]] = []
-        for (binder, tenant, repeat, tail), part in zip(self._binds, values, strict=True):
-            bound = binder(tenant, part)
-            if bound is None:  # a value the statement was not compiled for (None, an int beyond 64 bits)
-                return None
-            args += bound * repeat if repeat > 1 else bound
-            args += tail
-            found.append([])
+        last, args = self._last
+        if len(last) != len(values) or not all(map(is_, last, values)):
+            args = []
+            for (binder, tenant, repeat, tail), part in zip(self._binds, values, strict=True):
+                bound = binder(tenant, part)
+                if bound is None:  # a value the statement was not compiled for (None, an int beyond 64 bits)
+                    return None
+                args += bound * repeat if repeat > 1 else bound
+                args += tail
+            if all(type(part) is MappingProxyType for part in values):
+                self._last = (tuple(values), args)
+        found: list[list[dict[str, Any]]] = [[] for _ in values]
         decode = self._single
         if decode is None:
             decoders = self._decoders

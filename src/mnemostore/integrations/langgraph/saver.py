@@ -6,6 +6,7 @@ import builtins
 import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from contextlib import aclosing
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -80,6 +81,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             self._write_writes = {
                 keep: writes._field_writer(mapping.WRITE_COMMON, mapping.WRITE_OWN, keep_existing=keep)
                 for keep in (False, True)}
+        self._latest_reads: dict[tuple[Any, Any], _TupleRead] = {}
+        """`get_tuple`'s reads of a thread's latest checkpoint, by (thread, namespace) (`_TupleRead.kept`)."""
         self._set_up = False
         """Whether `setup` ran: the first put runs it, so the writes' table is there before a read looks for it
         (a read of a kind with no table yet asks the engine for it every time), as LangGraph's savers make
@@ -101,7 +104,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         reads = self._reads
         if reads.ranges:  # its one read made by a plain call where it can be (`Reads.read_with_writes`)
-            read = _TupleRead(config)
+            read = _TupleRead.kept(config, self._latest_reads)
             found = reads.read_with_writes(*read.reads)
             if found is not None:
                 answer = read.answer(self, *found)
@@ -441,6 +444,26 @@ class _TupleRead:
     write (its id alone: whether the checkpoint has writes)."""
 
     __slots__ = ("_ns", "_owner", "_thread_id", "reads")
+
+    kept_at_most = 256
+    """Latest reads `kept` per saver: a process's agents' threads (more are made again, not kept)."""
+
+    @classmethod
+    def kept(cls, config: RunnableConfig, latest: dict[tuple[Any, Any], _TupleRead]) -> _TupleRead:
+        """The read of `config`; a thread's latest read is kept in `latest` and given again, its values the same
+        read-only mappings each time, so the flat read binds them once (`shape_readers._Plan`)."""
+        conf = config["configurable"]
+        if get_checkpoint_id(config):
+            return cls(config)
+        key = (conf["thread_id"], conf.get("checkpoint_ns", ""))
+        read = latest.get(key)
+        if read is None:
+            read = cls(config)
+            read.reads = tuple(MappingProxyType(part) if type(part) is dict else part for part in read.reads)
+            if len(latest) >= cls.kept_at_most:
+                latest.clear()
+            latest[key] = read
+        return read
 
     def __init__(self, config: RunnableConfig) -> None:
         conf = config["configurable"]
