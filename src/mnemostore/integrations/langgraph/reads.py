@@ -29,6 +29,8 @@ class Reads:
 
     page = 25
     """Checkpoints per page of `list` by id range (as `saver._LIST_PAGE`, which says why not more)."""
+    plain = False
+    """Whether `read_with_writes` may answer (a flat read, no coroutine to drive): else it always answers None."""
 
     def __init__(self, store: AsyncStore) -> None:
         self.store = store
@@ -91,6 +93,7 @@ ShapesReaderOf = Callable[[str | None, Sequence[tuple[str, QueryShape, int | Non
 class FlatReads(Reads):
     """Shape reads straight from a `DocumentReads` backend (the facade's path where it answers None)."""
 
+    plain = True
     page = 10
     """In-process statements cost little, and a page's payloads (~47 KB each) are still in the CPU's
     caches when they are decoded: listing 200 varied checkpoints cost 5% less CPU than in pages of 25."""

@@ -103,7 +103,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         reads = self._reads
-        if reads.ranges:  # its one read made by a plain call where it can be (`Reads.read_with_writes`)
+        if reads.plain:  # its one read made by a plain call where it can be (`Reads.read_with_writes`)
             read = _TupleRead.kept(config, self._latest_reads)
             found = reads.read_with_writes(*read.reads)
             if found is not None:
@@ -430,6 +430,7 @@ _NAMESPACE_LIST = QueryShape(Record, (F.branch_id == Param("branch")) & (F.run_i
 """The saver's reads, each compiled once per store (`QueryShape`): a checkpoint by id, the newest of a
 namespace's id range, the writes (or the newest write) in an id range (`langgraph_ids.prefix_range`), and a
 thread's pages for `list` (without, then with, a bound)."""
+
 
 class _More:
     """`_TupleRead.answer` for a latest checkpoint that has writes: read them (`_writes_by_owner`)."""
