@@ -512,14 +512,23 @@ class SQLiteBackend(Backend):
                       limit: int | None, vectors: bool) -> tuple[Select, list[Any]] | None:
         """The shape's compiled `Select` (made on its first call) and its arguments; None for values it
         cannot bind (nothing is compiled for a call that would not use it)."""
+        found = self._shape_for(layout, shape, limit, vectors, values)
+        if found is None:
+            return None
+        select, binder = found
+        args = binder(tenant_key(tenant), values)
+        return None if args is None else (select, args)
+
+    def _shape_for(self, layout: Layout, shape: QueryShape, limit: int | None, vectors: bool,
+                   values: Mapping[str, Any]) -> tuple[Select, Binder] | None:
+        """The shape's `Select` and `Binder` for this limit form, compiled now if they are not yet, unless
+        `values` are ones it would not bind: None then (nothing is compiled for a call that would not use it)."""
         found = self._shapes.get((shape, vectors, limit == 1, limit is None))
         if found is None:
             if not all(map(bindable, values.values())):
                 return None
             found = self._compiled_shape(layout, shape, limit == 1, limit is None, vectors)
-        select, binder = found
-        args = binder(tenant_key(tenant), values)
-        return None if args is None else (select, args)
+        return found
 
     def _compiled_shape(self, layout: Layout, shape: QueryShape, first: bool, unlimited: bool,
                         vectors: bool) -> tuple[Select, Binder]:

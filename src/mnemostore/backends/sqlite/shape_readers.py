@@ -111,7 +111,7 @@ class RecordsReader:
     def __call__(self, values: Mapping[str, Any]) -> list[Record]:
         read = self._read
         if read is None or self._token is not self._backend._shapes_token:
-            read = self._planned()
+            read = self._planned(values)
         try:
             found = None if read is None else read(values)
         except MnemostoreError:
@@ -123,15 +123,20 @@ class RecordsReader:
             return self._backend.query_shape(kind, tenant, shape, values, limit, vectors)
         return found
 
-    def _planned(self) -> Callable[[Mapping[str, Any]], list[Record] | None] | None:
-        """The read under the backend's compiled shapes now (kept); None while the kind has no table."""
+    def _planned(self, values: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], list[Record] | None] | None:
+        """The read under the backend's compiled shapes now (kept); None while the kind has no table, or where
+        the shape is not compiled yet and `values` are ones it would not bind (nothing is compiled for a call
+        that would not use it, as `SQLiteBackend._shape_select`)."""
         backend = self._backend
         kind, tenant, shape, limit, vectors = self._args
         prepared = backend._kind(kind)
         if prepared is None:
             return None
         layout = prepared.layout
-        select, binder = backend._compiled_shape(layout, shape, limit == 1, limit is None, vectors)
+        compiled = backend._shape_for(layout, shape, limit, vectors, values)
+        if compiled is None:
+            return None
+        select, binder = compiled
         key = tenant_key(tenant)
         if select.mode == "first":
             read = partial(_first_record, backend.db.one_row, select.sql, binder, key, select.repeat,
