@@ -440,7 +440,11 @@ class SQLiteBackend(Backend):
         compiled = self._shape_select(layout, tenant, shape, values, limit, vectors)
         if compiled is None:
             return self.query(kind, tenant, shape.where_with(values), shape.order, limit, vectors)
-        select, args = compiled
+        return self._compiled_records(layout, *compiled, limit, vectors)
+
+    def _compiled_records(self, layout: Layout, select: Select, args: list[Any], limit: int | None,
+                          vectors: bool) -> list[Record]:
+        """The records of a compiled shape's `Select` with its arguments (`query_shape`, `RecordsReader`)."""
         if select.mode == "first":  # a run's latest checkpoint: its one row decoded straight
             row = self.db.one_row(select.sql, args * select.repeat)
             return [] if row is None else [layout.row_decoder(row)]

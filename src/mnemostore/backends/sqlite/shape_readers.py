@@ -93,8 +93,8 @@ class ShapesReader:
 
 class RecordsReader:
     """`SQLiteBackend.query_shape` of a fixed kind, tenant, shape, limit and `vectors`, its values given per call:
-    a run's latest checkpoint (`select.mode == "first"`) binds, reads one row and decodes it; other shapes bind
-    and run their compiled `Select`. Planned as `ShapesReader` plans (again when the backend forgets its
+    it binds them and reads its compiled `Select` as `query_shape` does (`_compiled_records`), without looking the
+    kind and the shape up each time. Planned as `ShapesReader` plans (again when the backend forgets its
     compiled shapes; not while the kind has no table); a value the statement was not compiled for takes
     `query_shape`."""
 
@@ -137,32 +137,17 @@ class RecordsReader:
         if compiled is None:
             return None
         select, binder = compiled
-        key = tenant_key(tenant)
-        if select.mode == "first":
-            read = partial(_first_record, backend.db.one_row, select.sql, binder, key, select.repeat,
-                           layout.row_decoder)
-        else:
-            read = partial(_records, backend._select, layout, select, binder, key, limit, vectors)
+        read = partial(_records, backend._compiled_records, layout, select, binder, tenant_key(tenant), limit, vectors)
         self._read, self._token = read, backend._shapes_token
         return read
 
 
-def _first_record(one_row: Callable[[str, Sequence[Any]], Any], sql: str, binder: Binder, tenant: str, repeat: int,
-                  decode: Callable[[Sequence[Any]], Record], values: Mapping[str, Any]) -> list[Record] | None:
-    """A LIMIT 1 read of one row (a run's latest checkpoint), as `SQLiteBackend.query_shape` reads it; None for
-    values the statement was not compiled for."""
-    args = binder(tenant, values)
-    if args is None:
-        return None
-    row = one_row(sql, args * repeat if repeat > 1 else args)
-    return [] if row is None else [decode(row)]
-
-
-def _records(select_of: Callable[..., list[Record]], layout: Layout, select: Select, binder: Binder, tenant: str,
+def _records(read: Callable[..., list[Record]], layout: Layout, select: Select, binder: Binder, tenant: str,
              limit: int | None, vectors: bool, values: Mapping[str, Any]) -> list[Record] | None:
-    """Any other compiled shape's records, as `SQLiteBackend.query_shape` reads them (`_select`)."""
+    """A compiled shape's records with `values` bound (`SQLiteBackend._compiled_records`); None for values the
+    statement was not compiled for."""
     args = binder(tenant, values)
-    return None if args is None else select_of(layout, select, args, limit, vectors)
+    return None if args is None else read(layout, select, args, limit, vectors)
 
 
 _Part = tuple[Layout, Select, Binder, int | None, tuple[str, ...] | None]

@@ -29,8 +29,6 @@ class Reads:
 
     page = 25
     """Checkpoints per page of `list` by id range (as `saver._LIST_PAGE`, which says why not more)."""
-    plain = False
-    """Whether `read_with_writes` may answer (a flat read, no coroutine to drive): else it always answers None."""
 
     def __init__(self, store: AsyncStore) -> None:
         self.store = store
@@ -57,14 +55,6 @@ class Reads:
         """`fetch` and `fetch_writes` of two shapes that do not depend on each other (one statement on a
         flat read); of the writes, `write_fields` are the fields wanted (None: all), a flat read may give no others."""
         return await self.fetch(shape, values, limit), await self.fetch_writes(writes, write_values, write_limit)
-
-    def read_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
-                         writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
-                         write_fields: tuple[str, ...] | None = None,
-                         ) -> tuple[Sequence[Stored], list[dict[str, Any]]] | None:
-        """`fetch_with_writes` made by a plain call, for a sync method with no coroutine to drive (a flat read's);
-        None where it must be awaited (here always)."""
-        return None
 
 
 ShapeRead = tuple[str, QueryShape, Mapping[str, Any], int | None]
@@ -93,7 +83,6 @@ ShapesReaderOf = Callable[[str | None, Sequence[tuple[str, QueryShape, int | Non
 class FlatReads(Reads):
     """Shape reads straight from a `DocumentReads` backend (the facade's path where it answers None)."""
 
-    plain = True
     page = 10
     """In-process statements cost little, and a page's payloads (~47 KB each) are still in the CPU's
     caches when they are decoded: listing 200 varied checkpoints cost 5% less CPU than in pages of 25."""
@@ -134,6 +123,8 @@ class FlatReads(Reads):
                          writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
                          write_fields: tuple[str, ...] | None = None,
                          ) -> tuple[Sequence[Stored], list[dict[str, Any]]] | None:
+        """`fetch_with_writes` by a plain call (a sync method's: no coroutine to drive); None where the backend
+        reads those shapes one after another (then awaited: `fetch_with_writes`)."""
         found = self._read((shape, limit, writes, write_limit, write_fields),
                            ((shape, limit, None), (writes, write_limit, write_fields)), (values, write_values))
         return None if found is None else (list(map(StoredFields, found[0])), found[1])

@@ -41,7 +41,7 @@ from ...kinds.langgraph_writes import LangGraphWrite
 from . import mapping
 from .bridge import Bridge
 from .mapping import Stored
-from .reads import Reads, reads_for
+from .reads import FlatReads, Reads, reads_for
 
 _S = TypeVar("_S", bound=Stored)
 
@@ -102,14 +102,14 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     # sync methods: the coroutines below, driven to their result --------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        reads = self._reads
-        if reads.plain:  # its one read made by a plain call where it can be (`Reads.read_with_writes`)
+        flat = self._reads
+        if isinstance(flat, FlatReads):  # its one read made by a plain call where it can be (`read_with_writes`)
             read = _TupleRead.kept(config, self._latest_reads)
-            found = reads.read_with_writes(*read.reads)
+            found = flat.read_with_writes(*read.reads)
             if found is not None:
                 answer = read.answer(self, *found)
-                return self._bridge.run(self._with_writes(reads, found[0][0])) if isinstance(answer, _More) else answer
-        return self._bridge.run(self._get_tuple(reads, config))
+                return self._bridge.run(self._with_writes(flat, found[0][0])) if isinstance(answer, _More) else answer
+        return self._bridge.run(self._get_tuple(flat, config))
 
     def list(
         self,
