@@ -432,7 +432,8 @@ def test_metadata_reads_back_exactly_from_either_place(extra: dict[str, Any], ba
 
             assert read() == [expected] * 4
             stored, = store.checkpoints.all()
-            assert ("metadata" in stored.state) == (len(mapping.json_metadata(metadata)) != len(metadata))
+            given = dict(get_serializable_checkpoint_metadata(start, metadata))  # what the saver is handed: no NUL
+            assert ("metadata" in stored.state) == (len(mapping.json_metadata(given)) != len(given))
             state = {**stored.state, "format": 3, "metadata": mapping.encode(saver.serde, mapping.metadata_of(
                 saver.serde, stored))}
             store.checkpoints.put([stored.model_copy(update={"state": state})])  # as format 3 wrote it
