@@ -193,6 +193,22 @@ def test_a_batch_of_several_tenants_is_written_tenant_by_tenant(secured: str, si
             assert backend_of(a).count("outcome", tenant, None) == expected, tenant
 
 
+def test_records_written_as_fields_go_to_the_stores_tenant(secured: str) -> None:
+    """A prepared field write (`PostgresBackend.field_writer`: the LangGraph saver's `put` and `put_writes`)
+    names the store's tenant to the policies as `put` does; one keeping existing records leaves them."""
+    with mnemostore.open(secured, tenant="a") as a, mnemostore.open(secured, tenant="b") as b:
+        for store, agent in ((a, "mine"), (b, "theirs"), (a, "ignored")):
+            records = [make("outcome", i, agent=agent, embedding=None) for i in range(3)]
+            each = [{k: v for k, v in r.__dict__.items() if k not in ("tenant_id", "embedding")} for r in records]
+            write = store.outcomes._field_writer({}, list(each[0]), keep_existing=agent == "ignored")
+            for fields in each:
+                write(fields)
+        assert hasattr(backend_of(a), "field_writer")
+        ids = [make("outcome", i).id for i in range(3)]
+        assert sorted((r.id, r.agent) for r in a.outcomes.all()) == [(id, "mine") for id in ids]
+        assert sorted((r.id, r.agent) for r in b.outcomes.all()) == [(id, "theirs") for id in ids]
+
+
 def test_a_borrowed_pool_gets_its_connections_back_with_no_tenant_named(secured: str) -> None:
     with raw(secured) as probe:
         info = probe.info.dsn + f" password={PASSWORD}"

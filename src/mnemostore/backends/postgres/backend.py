@@ -28,7 +28,9 @@ from ...core.errors import (
     SchemaMismatch,
     ValidationError,
 )
+from ...core.field_puts import FieldWriter
 from ...core.filters import Expr
+from ...core.kinds import record_type
 from ...core.protocol import Backend, Hit, OrderKey
 from ...core.records import KINDS, Checkpoint, Record
 from ...core.shapes import QueryShape
@@ -489,6 +491,20 @@ class PostgresBackend(Backend):
 
     def put_keeping_created(self, kind: str, records: Sequence[Record]) -> None:
         self._run(plans.insert(self, kind, records, keep_existing=False, keep_created=True))
+
+    def field_writer(self, kind: str, call: str, common: dict[str, Any], own: Sequence[str]) -> FieldWriter | None:
+        """`core.field_puts.FieldWrites.field_writer`: a call's fields with `common` make the row, no record
+        between them (`plans.insert_fields`; the LangGraph saver's `put_writes`: ~15 us of ~75 of client CPU
+        less). None for `put_keeping_created` (a replaced row keeps a stored time: `put`'s plan)."""
+        if call == "put_keeping_created":
+            return None
+        keep_existing = call == "put_missing"
+        shared = dict.fromkeys(record_type(kind).model_fields) | common
+
+        def write(fields: dict[str, Any]) -> None:
+            self._run(plans.insert_fields(self, kind, shared | fields, keep_existing))
+
+        return write
 
     def append_checkpoint(self, record: Checkpoint, latest: Expr, order: Sequence[OrderKey]) -> Checkpoint:
         return self._run(plans.append_checkpoint(self, record))

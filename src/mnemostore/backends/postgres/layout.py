@@ -160,7 +160,11 @@ class KindLayout:
 
     def encode(self, record: Record) -> tuple[Any, ...]:
         """A row in `write_columns` order; the embedding stays a numpy array."""
-        data = record.__dict__
+        return self.encode_fields(record.__dict__)
+
+    def encode_fields(self, data: dict[str, Any]) -> tuple[Any, ...]:
+        """`encode` of a record given as its fields (every one of the model's, by name), unvalidated: a
+        prepared field write's row (`PostgresBackend.field_writer`)."""
         row: list[Any] = [data["id"], tenant_key(data["tenant_id"])]
         offsets: list[Any] = []
         for name in self.fields:

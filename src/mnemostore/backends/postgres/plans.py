@@ -398,6 +398,16 @@ def insert(backend: PostgresBackend, kind: str, records: Sequence[Record], keep_
     yield Pipelined(tuple(steps))
 
 
+def insert_fields(backend: PostgresBackend, kind: str, fields: dict[str, Any], keep_existing: bool) -> Plan[None]:
+    """`insert` of one record given as its fields (every one of the model's), unvalidated: one upsert, no
+    record made (`PostgresBackend.field_writer`)."""
+    kind_layout = yield from writable(backend, kind)
+    yield from vectors_typed(backend)
+    row = kind_layout.encode_fields(fields)
+    yield from connect(backend, f"writing 1 {kind} records", fields["tenant_id"])
+    yield Run(backend.statements.upsert(kind_layout, keep_existing, False), row)
+
+
 def _tenant_naming(backend: PostgresBackend, batches: Mapping[str | None, Any],
                    one_tenant: bool) -> dict[str | None, Run]:
     """The statements naming each tenant of a batch of several inside the write's transaction
