@@ -257,9 +257,9 @@ class PostgresBackend(Backend):
         the server may have dropped it. A connection the server closed (a restart, a proxy's idle
         timeout) has something to read on its idle socket, so it is pinged, fails and is replaced;
         one idle longer than `pool_check_after` is pinged too (a silent drop sends nothing)."""
-        from psycopg_pool import ConnectionPool
-
         if self._needs_ping(conn):
+            from psycopg_pool import ConnectionPool  # here, not per call: a `from … import` costs ~1 us
+
             ConnectionPool.check_connection(conn)
 
     def _needs_ping(self, conn: Any) -> bool:
