@@ -149,9 +149,9 @@ class Inflated:
         if size < MEMO_RATIO * len(frame) or size > MEMO_BYTES // 16 or type(inflated) is not bytes:
             return
         key = bytes(frame) if isinstance(frame, memoryview) else frame
-        if read and not self._missed_before(key):
-            return
-        with self._lock:
+        with self._lock:  # `_missed` changes under it too, as every change here does
+            if read and not self._missed_before(key):
+                return
             kept = self.kept
             if key in kept:
                 return
@@ -164,8 +164,8 @@ class Inflated:
                 self.longest = len(key)
 
     def _missed_before(self, key: bytes) -> bool:
-        """Whether a read inflated `key` before (forgetting it then), else noting it. A hash standing for
-        another frame only keeps a frame sooner: what a key reads back as is its bytes' (`kept`)."""
+        """Whether a read inflated `key` before (forgetting it then), else noting it (under `_lock`). A hash
+        standing for another frame only keeps a frame sooner: what a key reads back as is its bytes' (`kept`)."""
         missed, code = self._missed, hash(key)
         if code in missed:
             missed.discard(code)

@@ -109,10 +109,10 @@ class RecordsReader:
         """The backend's `_shapes_token` the plan was made under (`ShapesReader._token`)."""
 
     def __call__(self, values: Mapping[str, Any]) -> list[Record]:
-        read = self._read
-        if read is None or self._token is not self._backend._shapes_token:
-            read = self._planned(values)
-        try:
+        try:  # planning too: it may read the kind's table and compile its statement, as `query_shape` does
+            read = self._read
+            if read is None or self._token is not self._backend._shapes_token:
+                read = self._planned(values)
             found = None if read is None else read(values)
         except MnemostoreError:
             raise
