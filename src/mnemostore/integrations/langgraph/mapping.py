@@ -342,6 +342,38 @@ def pending_writes(serde: SerializerProtocol, writes: Sequence[dict[str, Any]]) 
     read's documents), in LangGraph's order (task_path, task_id, idx). Records are replayed in the order
     they were written, (created_at, id): a regular write (idx >= 0) already seen for its (task, idx) is kept,
     a special one is replaced, as LangGraph's savers store them."""
+    ordered = _alone_in_order(writes[0]) if len(writes) == 1 else None
+    if ordered is None:
+        ordered = _replayed(writes)
+    return [(task_id, channel, serde.loads_typed(
+                (value_type, payload if start == 0 and end == len(payload) else payload[start:end])))
+            for task_id, channel, value_type, payload, start, end in ordered]
+
+
+_Chosen = tuple[str, str, str, Any, int, int]
+"""A pending write found in a record: (task_id, channel, type, the record's payload, start, end of its bytes)."""
+
+
+def _alone_in_order(write: dict[str, Any]) -> list[_Chosen] | None:
+    """The writes of a lone record (one task's `put_writes`, a step's usual) whose idx strictly ascend: no
+    two share a key, and the record's order is LangGraph's, so nothing to replay or sort; None otherwise."""
+    listed = write["writes"]
+    last = None
+    for entry in listed:
+        if last is not None and entry[0] <= last:
+            return None
+        last = entry[0]
+    task_id, payload = write["task_id"], write["payload"]
+    chosen: list[_Chosen] = []
+    start = 0
+    for _, channel, value_type, size in listed:
+        chosen.append((task_id, channel, value_type, payload, start, start + size))
+        start += size
+    return chosen
+
+
+def _replayed(writes: Sequence[dict[str, Any]]) -> list[_Chosen]:
+    """The writes `pending_writes` keeps of several records (or a record with repeated or special idx), sorted."""
     chosen: dict[tuple[str, int], tuple[str, str, str, Any, int, int]] = {}
     for write in sorted(writes, key=_written_order) if len(writes) > 1 else writes:
         task_id, task_path, payload = write["task_id"], write["task_path"], write["payload"]
@@ -352,8 +384,7 @@ def pending_writes(serde: SerializerProtocol, writes: Sequence[dict[str, Any]]) 
                 chosen[key] = (task_path, channel, value_type, payload, start, start + size)
             start += size
     ordered = sorted(chosen.items(), key=lambda item: (item[1][0], item[0][0], item[0][1]))
-    return [(task_id, channel, serde.loads_typed(
-                (value_type, payload if start == 0 and end == len(payload) else payload[start:end])))
+    return [(task_id, channel, value_type, payload, start, end)
             for (task_id, _), (_, channel, value_type, payload, start, end) in ordered]
 
 
