@@ -5,17 +5,25 @@ Callgrind (`profile_save.py`) counts a 50 KB memcpy as 50k instructions and no c
 
     python bench/profile_save_wall.py                          # varied text, as the store writes it
     python bench/profile_save_wall.py --without proof-json     # the same, the proof's JSON pass left out
+    python bench/profile_save_wall.py --n 1000 --without wal-limit   # the bench's burst, no writer checkpoint
 
-`--without proof-json` is for measuring only: the state's proof packs its msgpack alone (`ormsgpack`, which also
-refuses what is not JSON's types) and skips the sorted orjson dump that finds NUL, NaN and the ints JSON cannot
-hold and that the state hash is taken of (every state then hashes alike). What it saves is what a one-pass
-encoder that proves all of it would save.
+Each round's calls are also timed one by one: the mean call of each fifth of the round (where in a burst the
+time goes: the bench's 1,000 saves of the varied state pass `wal_checkpoints.LIMIT` near their end) and the
+slowest. Every round starts on files of its own after `os.sync()` and deletes them after: the dirty pages an
+earlier round left behind otherwise reach the disk during a later one (it moved a round by up to 2x).
+
+`--without` is for measuring only. `proof-json`: the state's proof packs its msgpack alone (`ormsgpack`, which
+also refuses what is not JSON's types) and skips the sorted orjson dump that finds NUL, NaN and the ints JSON
+cannot hold and that the state hash is taken of (every state then hashes alike); what it saves is what a
+one-pass encoder that proves all of it would save. `wal-limit`: the writer never checkpoints the WAL itself
+(`LIMIT` out of reach), so the WAL grows for as long as the burst lasts; what it saves is the writer's checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import resource
 import statistics
 import sys
@@ -35,18 +43,42 @@ def _usage() -> tuple[float, ...]:
     return time.perf_counter(), own.ru_utime, own.ru_stime, every.ru_utime + every.ru_stime
 
 
-def _per_call(run: Callable[[], object], n: int) -> list[float]:
-    """`COLUMNS` of `run` (n calls), in microseconds a call."""
+FIFTHS = 5
+
+
+def _per_call(run: Callable[[], list[float]], n: int) -> list[float]:
+    """`COLUMNS` of `run` (n calls), in microseconds a call, then the mean call of each of `FIFTHS` parts of the
+    run and its slowest call (from `run`'s one-by-one times)."""
+    os.sync()  # the dirty pages of what ran before reach the disk now, not during this run
     gc.collect()
     before = _usage()
-    run()
+    each = run()
     wall, user, system, process = ((b - a) / n * 1e6 for a, b in zip(before, _usage(), strict=True))
-    return [wall, user, system, process - user - system]
+    part = max(1, n // FIFTHS)
+    fifths = [statistics.mean(each[i * part:(i + 1) * part]) * 1e6 for i in range(FIFTHS)]
+    return [wall, user, system, process - user - system, *fifths, max(each) * 1e6]
 
 
-def _saves(saves: Any, state: dict[str, Any], n: int) -> None:
+def _saves(saves: Any, state: dict[str, Any], n: int) -> list[float]:
+    each = []
+    clock = time.perf_counter
     for i in range(n):
+        start = clock()
         saves.save("run", state, parent=None, node_id=f"n{i}")
+        each.append(clock() - start)
+    return each
+
+
+def _puts(saver: Any, steps: list[Any]) -> list[float]:
+    """`case_langgraph.put_run`, each put timed."""
+    config: Any = {"configurable": {"thread_id": "run", "checkpoint_ns": ""}}
+    each = []
+    clock = time.perf_counter
+    for checkpoint, metadata, new_versions in steps:
+        start = clock()
+        config = saver.put(config, checkpoint, metadata, new_versions)
+        each.append(clock() - start)
+    return each
 
 
 def _without_proof_json() -> None:
@@ -62,41 +94,52 @@ def _without_proof_json() -> None:
     records.prove_json_document = packed_only  # type: ignore[assignment]
 
 
+def _without_wal_limit() -> None:
+    """No checkpoint by the writer, however large the WAL grows (measuring only: see the module's doc)."""
+    from mnemostore.backends.sqlite import wal_checkpoints
+
+    wal_checkpoints.LIMIT = 2**62
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--state", choices=("varied", "repeated"), default="varied")
     parser.add_argument("--n", type=int, default=500,
                         help="calls a round; CPU times count in clock ticks (~4 ms), so keep it in the hundreds")
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--without", choices=("proof-json",))
+    parser.add_argument("--without", choices=("proof-json", "wal-limit"), action="append", default=[])
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from case_langgraph import checkpoints, put_run, sqlite_saver
+    from case_langgraph import checkpoints, sqlite_saver
     from data import checkpoint_state, varied_state
 
     import mnemostore
 
-    if args.without == "proof-json":
+    if "proof-json" in args.without:
         _without_proof_json()
+    if "wal-limit" in args.without:
+        _without_wal_limit()
     state = varied_state() if args.state == "varied" else checkpoint_state()
     n = args.n
     calls: dict[str, list[list[float]]] = {"save": [], "SqliteSaver.put": []}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for side in sorted(calls, reverse=r % 2 == 1):  # taking turns at going first
-                if side == "save":
-                    with mnemostore.open(f"sqlite:///{tmp}/ours-{r}.db") as store:
-                        calls[side].append(_per_call(partial(_saves, store.checkpoints, state, n), n))
-                else:
-                    with sqlite_saver(Path(tmp) / f"theirs-{r}.db") as saver:
-                        calls[side].append(_per_call(partial(put_run, saver, "run", checkpoints(saver, n, state)), n))
+                with tempfile.TemporaryDirectory(dir=tmp) as files:
+                    if side == "save":
+                        with mnemostore.open(f"sqlite:///{files}/ours.db") as store:
+                            calls[side].append(_per_call(partial(_saves, store.checkpoints, state, n), n))
+                    else:
+                        with sqlite_saver(Path(files) / "theirs.db") as saver:
+                            calls[side].append(_per_call(partial(_puts, saver, checkpoints(saver, n, state)), n))
     print(f"us per call, {args.state} 50 KB state, medians of {args.rounds} rounds of {n:,}"
-          f"{', without the proof JSON pass' if args.without else ''}")
-    print(f"  {'':16s}" + "".join(f"{c:>15s}" for c in COLUMNS))
-    medians = {side: [statistics.median(run[j] for run in runs) for j in range(len(COLUMNS))]
+          + "".join(f", without {part}" for part in args.without))
+    columns = (*COLUMNS, *(f"fifth {i + 1}" for i in range(FIFTHS)), "slowest")
+    print(f"  {'':16s}" + "".join(f"{c:>14s}" for c in columns))
+    medians = {side: [statistics.median(run[j] for run in runs) for j in range(len(columns))]
                for side, runs in calls.items()}
     for side, values in medians.items():
-        print(f"  {side:16s}" + "".join(f"{v:15.1f}" for v in values))
+        print(f"  {side:16s}" + "".join(f"{v:14.1f}" for v in values))
     print(f"  wall ratio (SqliteSaver.put / save): {medians['SqliteSaver.put'][0] / medians['save'][0]:.2f}x")
 
 
