@@ -9,7 +9,7 @@ Callgrind (`profile_save.py`) counts a 50 KB memcpy as 50k instructions and no c
 
 Each round's calls are also timed one by one: the mean call of each fifth of the round (where in a burst the
 time goes: the bench's 1,000 saves of the varied state pass `wal_checkpoints.LIMIT` near their end) and the
-slowest. Every round starts on files of its own after `os.sync()` and deletes them after: the dirty pages an
+two slowest. Every round starts on files of its own after `os.sync()` and deletes them after: the dirty pages an
 earlier round left behind otherwise reach the disk during a later one (it moved a round by up to 2x).
 
 `--without` is for measuring only. `proof-json`: the state's proof packs its msgpack alone (`ormsgpack`, which
@@ -48,7 +48,7 @@ FIFTHS = 5
 
 def _per_call(run: Callable[[], list[float]], n: int) -> list[float]:
     """`COLUMNS` of `run` (n calls), in microseconds a call, then the mean call of each of `FIFTHS` parts of the
-    run and its slowest call (from `run`'s one-by-one times)."""
+    run and its two slowest calls (from `run`'s one-by-one times)."""
     os.sync()  # the dirty pages of what ran before reach the disk now, not during this run
     gc.collect()
     before = _usage()
@@ -56,7 +56,8 @@ def _per_call(run: Callable[[], list[float]], n: int) -> list[float]:
     wall, user, system, process = ((b - a) / n * 1e6 for a, b in zip(before, _usage(), strict=True))
     part = max(1, n // FIFTHS)
     fifths = [statistics.mean(each[i * part:(i + 1) * part]) * 1e6 for i in range(FIFTHS)]
-    return [wall, user, system, process - user - system, *fifths, max(each) * 1e6]
+    slowest = sorted(each)[-2:]
+    return [wall, user, system, process - user - system, *fifths, slowest[-1] * 1e6, slowest[0] * 1e6]
 
 
 def _saves(saves: Any, state: dict[str, Any], n: int) -> list[float]:
@@ -134,7 +135,7 @@ def main() -> None:
                             calls[side].append(_per_call(partial(_puts, saver, checkpoints(saver, n, state)), n))
     print(f"us per call, {args.state} 50 KB state, medians of {args.rounds} rounds of {n:,}"
           + "".join(f", without {part}" for part in args.without))
-    columns = (*COLUMNS, *(f"fifth {i + 1}" for i in range(FIFTHS)), "slowest")
+    columns = (*COLUMNS, *(f"fifth {i + 1}" for i in range(FIFTHS)), "slowest", "next slowest")
     print(f"  {'':16s}" + "".join(f"{c:>14s}" for c in columns))
     medians = {side: [statistics.median(run[j] for run in runs) for j in range(len(columns))]
                for side, runs in calls.items()}
