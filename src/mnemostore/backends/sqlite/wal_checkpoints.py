@@ -66,7 +66,7 @@ JOURNAL_SIZE_LIMIT = LIMIT + START
 """A reset WAL larger than this (after a reader held checkpoints back) is truncated to it
 (`PRAGMA journal_size_limit`); a smaller one is reused in place. Truncating it at every reset, as
 when its file size measured its frames, cost ~16 us of CPU per 50 KB commit (its pages written anew).
-Above `LIMIT` (by a commit's worth), so a WAL that a run of commits took to `LIMIT` is kept whole: truncated to
+Above `LIMIT` by `START`, so a WAL that a run of commits took just past `LIMIT` is kept whole: truncated to
 half of it, the reset cost the next commit ~11 ms (`bench/profile_save_wall.py --n 1000`, 1,000 saves of the
 varied state: the next slowest save after the writer's checkpoint 10.8 ms, kept 1.1 ms), and the next run
 appended to the WAL past the half again. SQLite's own default keeps every WAL whole."""

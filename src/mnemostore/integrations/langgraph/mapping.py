@@ -373,7 +373,8 @@ def _alone_in_order(write: dict[str, Any]) -> list[_Chosen] | None:
 
 
 def _replayed(writes: Sequence[dict[str, Any]]) -> list[_Chosen]:
-    """The writes `pending_writes` keeps of several records (or a record with repeated or special idx), sorted."""
+    """The writes `pending_writes` keeps of several records (or of a lone one whose idx do not strictly ascend),
+    replayed in the order they were written and sorted as LangGraph orders them."""
     chosen: dict[tuple[str, int], tuple[str, str, str, Any, int, int]] = {}
     for write in sorted(writes, key=_written_order) if len(writes) > 1 else writes:
         task_id, task_path, payload = write["task_id"], write["task_path"], write["payload"]
