@@ -54,7 +54,7 @@ def _per_call(run: Callable[[], list[float]], n: int) -> list[float]:
     before = _usage()
     each = run()
     wall, user, system, process = ((b - a) / n * 1e6 for a, b in zip(before, _usage(), strict=True))
-    part = max(1, n // FIFTHS)
+    part = n // FIFTHS
     fifths = [statistics.mean(each[i * part:(i + 1) * part]) * 1e6 for i in range(FIFTHS)]
     slowest = sorted(each)[-2:]
     return [wall, user, system, process - user - system, *fifths, slowest[-1] * 1e6, slowest[0] * 1e6]
@@ -110,6 +110,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--without", choices=("proof-json", "wal-limit"), action="append", default=[])
     args = parser.parse_args()
+    if args.n < FIFTHS:
+        parser.error(f"--n must be at least {FIFTHS} (a round's calls are shown in fifths)")
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from case_langgraph import checkpoints, sqlite_saver
     from data import checkpoint_state, varied_state
