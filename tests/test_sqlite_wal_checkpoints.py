@@ -37,8 +37,8 @@ def test_the_store_s_connections_leave_checkpoints_to_the_background(tmp_path: P
             assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
             kept = conn.execute("PRAGMA journal_size_limit").fetchone()[0]
             assert kept == wal_checkpoints.JOURNAL_SIZE_LIMIT
-            assert kept >= wal_checkpoints.LIMIT + wal_checkpoints.START  # a WAL a run of commits took past LIMIT is
-            # reset in place, not truncated (its truncation cost the next commit ~11 ms)
+            # a WAL a run of commits took past LIMIT is reset in place, not truncated (that cost the next commit ~11 ms)
+            assert kept >= wal_checkpoints.LIMIT + wal_checkpoints.START
 
 
 def test_the_thread_copies_the_wal_into_the_database_beside_the_writers(

@@ -357,18 +357,14 @@ _Chosen = tuple[str, str, str, Any, int, int]
 def _alone_in_order(write: dict[str, Any]) -> list[_Chosen] | None:
     """The writes of a lone record (one task's `put_writes`, a step's usual) whose idx strictly ascend: no
     two share a key, and the record's order is LangGraph's, so nothing to replay or sort; None otherwise."""
-    listed = write["writes"]
-    last = None
-    for entry in listed:
-        if last is not None and entry[0] <= last:
-            return None
-        last = entry[0]
     task_id, payload = write["task_id"], write["payload"]
     chosen: list[_Chosen] = []
-    start = 0
-    for _, channel, value_type, size in listed:
+    start, last = 0, None
+    for idx, channel, value_type, size in write["writes"]:
+        if last is not None and idx <= last:
+            return None
         chosen.append((task_id, channel, value_type, payload, start, start + size))
-        start += size
+        start, last = start + size, idx
     return chosen
 
 
