@@ -1,17 +1,18 @@
-"""The saver's flat reads on a sync sqlite store give what its reads through the collection give."""
+"""The saver's flat reads on a sync sqlite or postgres store give what its reads through the collection give."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.postgres_server import PostgresTestServer, postgres_server
 from tests.seed_kinds import forget_the_writes_kind
 
 import mnemostore
@@ -28,12 +29,28 @@ from langgraph.checkpoint.base.id import uuid6
 from mnemostore.integrations.langgraph import MnemostoreSaver
 from mnemostore.integrations.langgraph.reads import FlatReads, Reads
 
+__all__ = ["postgres_server"]
+
 
 @pytest.fixture(autouse=True)
 def _writes_kind_forgotten() -> Iterator[None]:
     """`MnemostoreSaver` registers its write kind; forgotten after each test (see `forget_the_writes_kind`)."""
     yield
     forget_the_writes_kind()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_url(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
+    """A factory of URLs of fresh, empty stores on a backend with document reads (each call a new one)."""
+    if request.param == "postgres":
+        server: PostgresTestServer = request.getfixturevalue("postgres_server")
+        return server.url
+    made = itertools.count()
+    return lambda: f"sqlite:///{tmp_path / f's{next(made)}.db'}"
+
+
+FRESH = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+"""For a property test given `new_url`: each example opens a store of its own."""
 
 _steps = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(["", "p"]),
                             st.sampled_from(["x", "y" * 3000, "z" * 70_000]),  # plain, compressible, large
@@ -52,14 +69,14 @@ async def _listed(saver: MnemostoreSaver, config: dict[str, Any] | None, **kwarg
     return [item async for item in saver.alist(config, **kwargs)]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(FRESH, max_examples=25)
 @given(steps=_steps)
-def test_flat_reads_give_what_the_collection_gives(steps: list[Any]) -> None:
+def test_flat_reads_give_what_the_collection_gives(new_url: Callable[[], str], steps: list[Any]) -> None:
     """After any run of puts and writes (several threads and namespaces, writes on older checkpoints,
     values stored plain and compressed, metadata all JSON or not), each sync read (flat) equals the async
     one (the collection's path): `get_tuple` by id and latest, `list` whole, with a limit, before a
     checkpoint, across threads."""
-    with tempfile.TemporaryDirectory() as directory, mnemostore.open(f"sqlite:///{directory}/s.db") as store:
+    with mnemostore.open(new_url()) as store:
         saver = MnemostoreSaver(store)
         assert isinstance(saver._reads, FlatReads)
         configs: list[Any] = []
@@ -100,13 +117,13 @@ def test_flat_reads_give_what_the_collection_gives(steps: list[Any]) -> None:
         assert flat[-1] is None
 
 
-def test_flat_reads_page_through_long_threads_and_keep_each_thread_s_latest_read(tmp_path: Path) -> None:
+def test_flat_reads_page_through_long_threads_and_keep_each_thread_s_latest_read(new_url: Callable[[], str]) -> None:
     """Threads of several pages (`FlatReads.page`, the list's batches) list whole and in order on the flat reads,
     as the async reads list them; `get_tuple` of each thread's latest, its read kept per thread
     (`_TupleRead.kept`), gives that thread's newest checkpoint after every put, the threads taking turns."""
-    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+    with mnemostore.open(new_url()) as store:
         saver = MnemostoreSaver(store)
-        assert isinstance(saver._reads, FlatReads)
+        assert isinstance(saver._reads, FlatReads) and saver._reads.page <= 25
         parents: dict[str, Any] = {}
         for i in range(3 * 25 + 7):
             thread = "t1" if i % 3 else "t2"
@@ -128,30 +145,31 @@ def test_flat_reads_page_through_long_threads_and_keep_each_thread_s_latest_read
         assert len(list(saver.list({"configurable": {"thread_id": "t1"}}, limit=30))) == 30
 
 
-def test_only_a_sync_sqlite_store_reads_flat(tmp_path: Path) -> None:
-    """Memory stores and async stores read through the collection; a closed
-    store's flat read is refused as the collection's is."""
-    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+def test_only_a_sync_store_with_document_reads_reads_flat(new_url: Callable[[], str]) -> None:
+    """A sync sqlite or postgres store's saver reads flat; memory stores and async stores read through the
+    collection; a closed store's flat read is refused as the collection's is."""
+    url = new_url()
+    with mnemostore.open(url) as store:
         assert isinstance(MnemostoreSaver(store)._reads, FlatReads)
     with mnemostore.open("memory://flat") as memory:
         assert type(MnemostoreSaver(memory)._reads) is Reads
 
     async def on_a_loop() -> None:
-        async with await mnemostore.open_async(f"sqlite:///{tmp_path / 'a.db'}") as async_store:
+        async with await mnemostore.open_async(new_url()) as async_store:
             assert type(MnemostoreSaver(async_store)._reads) is Reads
 
     asyncio.run(on_a_loop())
-    store = mnemostore.open(f"sqlite:///{tmp_path / 's.db'}")
+    store = mnemostore.open(url)
     saver = MnemostoreSaver(store)
     store.close()
     with pytest.raises(StoreClosed):
         saver.get_tuple(_config("t", ""))
 
 
-def test_flat_reads_without_several_shapes_read_them_one_after_another(tmp_path: Path) -> None:
+def test_flat_reads_without_several_shapes_read_them_one_after_another(new_url: Callable[[], str]) -> None:
     """A backend with `query_shape_documents` but not `query_shapes_documents` (a plugin's) still reads
     flat: the checkpoint and its writes one after another, the same tuples."""
-    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+    with mnemostore.open(new_url()) as store:
         saver = MnemostoreSaver(store)
         config = saver.put(_config("t", ""), empty_checkpoint(), {"source": "loop", "step": 0}, {})
         saver.put_writes(config, [("a", 1), ("__error__", "e")], "task")
@@ -171,12 +189,14 @@ def test_flat_reads_without_several_shapes_read_them_one_after_another(tmp_path:
                                                     [("task", "b", 2)], [("task", "b", 2)]]
 
 
-def test_sqlite_documents_are_the_records_stored_fields(tmp_path: Path) -> None:
+def test_documents_are_the_records_stored_fields(new_url: Callable[[], str]) -> None:
     """`query_shape_documents` gives each record `query_shape` gives, as its stored fields (payloads plain
-    and compressed); None for a shape whose statement would be two (the caller then takes `query_shape`)."""
+    and compressed, datetimes as text); None for a value the statement does not bind (None) and, on sqlite, for
+    a shape whose statement would be two (the caller then takes `query_shape`)."""
     from mnemostore.core.codec import parse_fields
 
-    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
+    url = new_url()
+    with mnemostore.open(url) as store:
         records = [Checkpoint(id=f"c{n}", run_id="r", state={"n": n}, payload=payload)
                    for n, payload in enumerate([b"x", b"y" * 70_000, None, bytes(range(256)) * 40])]
         store.checkpoints.put(records)
@@ -185,10 +205,17 @@ def test_sqlite_documents_are_the_records_stored_fields(tmp_path: Path) -> None:
         for limit in (None, 1, 3):
             documents = backend.query_shape_documents("checkpoint", None, ranged, {"low": "c", "high": "d"}, limit)
             expected = store.checkpoints.fetch(ranged, {"low": "c", "high": "d"}, limit=limit, vectors=False)
+            assert all(type(data["created_at"]) is str for data in documents)
             assert [Checkpoint(**parse_fields(Checkpoint, data)) for data in documents] == expected
             assert len(expected) == (4 if limit is None else limit)
+        assert backend.query_shape_documents("checkpoint", None, ranged, {"low": None, "high": "d"}, None) is None
         by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-sequence")
-        assert backend.query_shape_documents("checkpoint", None, by_run, {"run": "r"}, None) is None
+        documents = backend.query_shape_documents("checkpoint", None, by_run, {"run": "r"}, None)
+        if url.startswith("sqlite"):  # a run's checkpoints by sequence: two statements there
+            assert documents is None
+        else:
+            expected = store.checkpoints.fetch(by_run, {"run": "r"}, vectors=False)
+            assert [Checkpoint(**parse_fields(Checkpoint, data)) for data in documents] == expected
 
 
 _shape_reads = st.lists(st.tuples(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"]),
@@ -197,18 +224,21 @@ _shape_reads = st.lists(st.tuples(st.sampled_from(["checkpoint", "heuristic", "l
                         min_size=1, max_size=3)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(FRESH, max_examples=40)
 @given(reads=_shape_reads, written=st.sets(st.sampled_from(["checkpoint", "heuristic", "langgraph_write"])))
-def test_several_shapes_read_in_one_statement_give_what_each_read_gives(reads: list[Any], written: set[str]) -> None:
+def test_several_shapes_read_at_once_give_what_each_read_gives(new_url: Callable[[], str], reads: list[Any],
+                                                                written: set[str]) -> None:
     """`query_shapes_documents` gives each shape's documents as `query_shape_documents` gives them, in its
     order: kinds with no bytes column beside one with, a kind whose table does not exist yet, limits of
-    one (a statement of its own shape) and more; None when one of them would take two statements."""
+    one (a statement of its own shape) and more; None when one of them would take `query` (a None value) or,
+    on sqlite, two statements."""
     from mnemostore.core.records import Heuristic
     from mnemostore.kinds.langgraph_writes import LangGraphWrite
 
     mnemostore.register_kind(LangGraphWrite)
     classes = {"checkpoint": Checkpoint, "heuristic": Heuristic, "langgraph_write": LangGraphWrite}
-    with tempfile.TemporaryDirectory() as directory, mnemostore.open(f"sqlite:///{directory}/s.db") as store:
+    url = new_url()
+    with mnemostore.open(url) as store:
         if "checkpoint" in written:
             store.checkpoints.put([Checkpoint(id=f"c{n}", run_id="r", state={"n": n}, payload=b"x" * n * 900)
                                    for n in range(4)])
@@ -224,8 +254,10 @@ def test_several_shapes_read_in_one_statement_give_what_each_read_gives(reads: l
         found = backend.query_shapes_documents(None, several)
         assert found == [backend.query_shape_documents(kind, None, shape, values, limit)
                          for kind, shape, values, limit in several]
-        by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-sequence")  # two statements: refused
-        if "checkpoint" in written:
+        unbound = ("checkpoint", several[0][1], {"low": None, "high": "d"}, None)
+        assert backend.query_shapes_documents(None, [*several, unbound]) is None
+        by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-sequence")  # two statements on sqlite: refused
+        if "checkpoint" in written and url.startswith("sqlite"):
             assert backend.query_shapes_documents(None, [*several, ("checkpoint", by_run, {"run": "r"}, None)]) is None
 
 

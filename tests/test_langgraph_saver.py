@@ -194,7 +194,9 @@ def test_a_saver_on_a_tenant_scoped_store_keeps_to_its_tenant(backend: str, tmp_
         assert {record.tenant_id for record in [*store.checkpoints.all(), *writes.all()]} == {"acme"}
         assert store.checkpoints.count() == 1 and writes.count() == 1  # one record for the call's three writes
         assert other.checkpoints.count() == 0 and other.collection("langgraph_write").count() == 0
-        assert MnemostoreSaver(other).get_tuple(config) is None
+        theirs = MnemostoreSaver(other)
+        assert theirs.get_tuple(config) is None and theirs.get_tuple({"configurable": {"thread_id": "t1"}}) is None
+        assert list(theirs.list(config)) == [] and len(list(saver.list(config))) == 1
 
 
 def test_records_put_as_built_are_validated_when_they_are_not_what_that_path_takes(tmp_path: Path) -> None:

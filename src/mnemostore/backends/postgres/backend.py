@@ -93,6 +93,8 @@ class PostgresBackend(Backend):
 
     options: PostgresOptions
     async_backend: ClassVar[type[AsyncPostgresSide]] = AsyncPostgresSide
+    documents_page: ClassVar[int] = 25
+    """Checkpoints a page of the LangGraph saver's `list` reads (`reads.FlatReads`): each page costs a round trip."""
 
     def __init__(self, url: Any, options: Any) -> None:
         super().__init__(url, options)
@@ -524,6 +526,20 @@ class PostgresBackend(Backend):
     def query_shape(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
                     limit: int | None, vectors: bool = True) -> list[Record]:
         return self._run(plans.query_shape(self, kind, tenant, shape, values, limit, vectors))
+
+    def query_shape_documents(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                              limit: int | None) -> list[dict[str, Any]] | None:
+        """`query_shape`'s records (without vectors) as their stored fields, unvalidated (`KindLayout.document`):
+        for a hot read that needs a few fields, not records (the LangGraph saver's). None where a value is None:
+        the caller then takes `query_shape`."""
+        found = self._run(plans.query_shapes_documents(self, tenant, [(kind, shape, values, limit)]))
+        return None if found is None else found[0]
+
+    def query_shapes_documents(self, tenant: str | None, reads: Sequence[tuple[str, QueryShape, Mapping[str, Any],
+                                                                          int | None]],
+                               ) -> list[list[dict[str, Any]]] | None:
+        """`query_shape_documents` of several (kind, shape, values, limit) reads in one round trip (pipelined)."""
+        return self._run(plans.query_shapes_documents(self, tenant, reads))
 
     def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         return self._run(plans.get(self, kind, tenant, ids, vectors))

@@ -220,11 +220,30 @@ class KindLayout:
         """Rebuild a record from a row read in `data_columns` order. A document holding exactly
         `doc_fields` (this layout's) makes a complete record with the columns: its fields are not
         compared with the model's (a search builds ten records per call)."""
+        data, complete = self._stored(row)
+        if self.doc_datetimes:
+            parse_fields(self.cls, data)
+        for name, index, offset_index in self._read_plan[1]:
+            value = row[index]
+            data[name] = None if value is None else decode_datetime(value, row[offset_index])
+        data["embedding"] = vector
+        return trusted_record(self.cls, data, complete)
+
+    def document(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        """A row's stored fields (read in `data_columns` order), unvalidated, as the sqlite backend's documents
+        give them: datetimes as RFC 3339 text, bytes fields as bytes, no embedding (`query_shape_documents`)."""
+        data = self._stored(row)[0]
+        for name, index, offset_index in self._read_plan[1]:
+            value = row[index]
+            data[name] = None if value is None else decode_datetime(value, row[offset_index]).isoformat()
+        return data
+
+    def _stored(self, row: tuple[Any, ...]) -> tuple[dict[str, Any], bool]:
+        """A row's fields but its datetime columns (the document's datetimes as text), and whether its document
+        holds exactly `doc_fields`, and its list columns are filled (else from before layout 3)."""
         doc_index, lists, binary = self._list_and_binary_columns
         data = decode_doc(row[doc_index])
         complete = data.keys() == self.doc_fields
-        if self.doc_datetimes:
-            parse_fields(self.cls, data)
         for name, index in lists:
             if row[index] is not None:
                 data[name] = row[index]
@@ -235,14 +254,9 @@ class KindLayout:
                                for name, index in binary})
         data["id"] = row[0]
         data["tenant_id"] = row[1] or None
-        plain, datetimes = self._read_plan
-        for name, index in plain:
+        for name, index in self._read_plan[0]:
             data[name] = row[index]
-        for name, index, offset_index in datetimes:
-            value = row[index]
-            data[name] = None if value is None else decode_datetime(value, row[offset_index])
-        data["embedding"] = vector
-        return trusted_record(self.cls, data, complete)
+        return data, complete
 
 
 def decode_doc(doc: bytes) -> dict[str, Any]:

@@ -131,6 +131,39 @@ def query_shape(backend: PostgresBackend, kind: str, tenant: str | None, shape: 
                                 limit, vectors))
 
 
+def query_shapes_documents(backend: PostgresBackend, tenant: str | None,
+                           reads: Sequence[tuple[str, QueryShape, Mapping[str, Any], int | None]],
+                           ) -> Plan[list[list[dict[str, Any]]] | None]:
+    """`query_shape` of several (kind, shape, values, limit) reads without vectors, their records as stored fields
+    (`KindLayout.document`), the statements pipelined: one round trip for a reader that needs two reads at once
+    (the LangGraph saver's checkpoint and its writes). None where a value is None (the caller takes `query_shape`)."""
+    from .sql_filters import bound_params  # imports psycopg: not before a store is opened
+
+    if any(None in values.values() for _, _, values, _ in reads):
+        return None
+    found: list[list[dict[str, Any]]] = [[] for _ in reads]
+    runs: list[Run] = []
+    places: list[tuple[int, KindLayout]] = []
+    for place, (kind, shape, values, limit) in enumerate(reads):
+        kind_layout = yield from readable(backend, kind)
+        if kind_layout is None:
+            continue  # an application's kind with no table yet: no records
+        statements = backend.statements
+        condition, params = statements.shape_condition(kind_layout, shape)
+        runs.append(Run(statements.ordered(kind_layout, condition, False, shape.order, limit is not None),
+                        [tenant_key(tenant), *bound_params(params, values), *([] if limit is None else [limit])],
+                        "all", binary=True))
+        places.append((place, kind_layout))
+    if not runs:
+        return found
+    yield from connect(backend, f"reading {', '.join(kind_layout.kind for _, kind_layout in places)} records", tenant)
+    rows_of: list[Any] = [(yield runs[0])] if len(runs) == 1 else (yield Pipelined(tuple(runs), transaction=False))
+    for (place, kind_layout), rows in zip(places, rows_of, strict=True):
+        document = kind_layout.document
+        found[place] = [document(row) for row in rows]
+    return found
+
+
 def _ordered(backend: PostgresBackend, kind_layout: KindLayout, tenant: str | None, condition: bytes,
              params: list[Any], order: Sequence[OrderKey], limit: int | None, vectors: bool) -> Plan[list[Record]]:
     statement = backend.statements.ordered(kind_layout, condition, vectors, order, limit is not None)

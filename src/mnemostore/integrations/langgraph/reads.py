@@ -1,5 +1,5 @@
 """How the saver's reads reach the store: through its collection, or, for a sync `Store` whose backend
-reads documents (sqlite), straight from the backend's prepared statement with no record built.
+reads documents (sqlite, postgres), straight from the backend's statements with no record built.
 
 The saver's read coroutines fetch through a `Reads`. `reads_for` picks, once per saver, the flat one
 for its sync methods: each read then skips the facade's layers (the async twin, the collection, the
@@ -64,7 +64,8 @@ ShapeRead = tuple[str, QueryShape, Mapping[str, Any], int | None]
 @runtime_checkable
 class DocumentReads(Protocol):
     """A backend that reads a shape's records as their stored fields (`SQLiteBackend.query_shape_documents`);
-    one that also reads several shapes' in one statement has `query_shapes_documents` (`SeveralShapes`)."""
+    one that also reads several shapes' at once (one statement, one round trip) has `query_shapes_documents`
+    (`SeveralShapes`); one whose reads each cost a round trip names `documents_page` (`FlatReads.page`)."""
 
     def query_shape_documents(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
                               limit: int | None) -> list[dict[str, Any]] | None: ...
@@ -85,13 +86,15 @@ class FlatReads(Reads):
 
     page = 10
     """In-process statements cost little, and a page's payloads (~47 KB each) are still in the CPU's
-    caches when they are decoded: listing 200 varied checkpoints cost 5% less CPU than in pages of 25."""
+    caches when they are decoded: listing 200 varied checkpoints cost 5% less CPU than in pages of 25.
+    A backend's `documents_page` replaces it (postgres: 25, as a page costs a round trip)."""
 
     readers_kept = 64
     """Readers kept (`_readers`): the saver's few shapes, by limit (at most `page`), need far fewer."""
 
     def __init__(self, store: AsyncStore, backend: DocumentReads) -> None:
         super().__init__(store)
+        self.page = getattr(backend, "documents_page", FlatReads.page)
         self._documents = backend.query_shape_documents
         self._several: SeveralShapes | None = getattr(backend, "query_shapes_documents", None)
         self._reader_of: ShapesReaderOf | None = getattr(backend, "shapes_reader", None)
@@ -177,7 +180,8 @@ def _several_shapes(several: SeveralShapes, tenant: str | None, reads: Sequence[
 
 def reads_for(store: Store | AsyncStore) -> Reads:
     """The reads a saver's sync methods use: flat for a sync `Store` (its calls direct, not on a loop)
-    over a backend with document reads and range filters (the saver's id ranges); else the collection's."""
+    over a backend with document reads and range filters (the saver's id ranges: sqlite, postgres); else the
+    collection's."""
     if isinstance(store, AsyncStore):
         return Reads(store)
     backend = store.backend

@@ -68,7 +68,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         self.store = store
         self._bridge = Bridge(store, type(self).__name__)
         self._reads = reads_for(store)
-        """The reads of the sync methods (`reads.reads_for`: flat on a sync sqlite store)."""
+        """The reads of the sync methods (`reads.reads_for`: flat on a sync sqlite or postgres store)."""
         self._sync = store if isinstance(store, Store) else None
         """The sync `Store` the sync writes call straight (`Collection._field_writer`), if given one."""
         self._write_checkpoint: Callable[[dict[str, Any]], None] | None = None
