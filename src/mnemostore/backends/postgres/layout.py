@@ -239,8 +239,8 @@ class KindLayout:
         return data
 
     def _stored(self, row: tuple[Any, ...]) -> tuple[dict[str, Any], bool]:
-        """A row's fields but its datetime columns (the document's datetimes as text), and whether its document
-        holds exactly `doc_fields`, and its list columns are filled (else from before layout 3)."""
+        """A row's fields but those of its datetime columns (`decode` and `document` add them, each its way), and
+        whether the record is complete: its document holds exactly `doc_fields` and its list columns are filled."""
         doc_index, lists, binary = self._list_and_binary_columns
         data = decode_doc(row[doc_index])
         complete = data.keys() == self.doc_fields

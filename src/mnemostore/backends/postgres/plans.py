@@ -144,11 +144,11 @@ def query_shapes_documents(backend: PostgresBackend, tenant: str | None,
     found: list[list[dict[str, Any]]] = [[] for _ in reads]
     runs: list[Run] = []
     places: list[tuple[int, KindLayout]] = []
+    statements = backend.statements
     for place, (kind, shape, values, limit) in enumerate(reads):
         kind_layout = yield from readable(backend, kind)
         if kind_layout is None:
             continue  # an application's kind with no table yet: no records
-        statements = backend.statements
         condition, params = statements.shape_condition(kind_layout, shape)
         runs.append(Run(statements.ordered(kind_layout, condition, False, shape.order, limit is not None),
                         [tenant_key(tenant), *bound_params(params, values), *([] if limit is None else [limit])],
