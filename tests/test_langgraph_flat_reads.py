@@ -254,7 +254,8 @@ def test_several_shapes_read_at_once_give_what_each_read_gives(new_url: Callable
         found = backend.query_shapes_documents(None, several)
         assert found == [backend.query_shape_documents(kind, None, shape, values, limit)
                          for kind, shape, values, limit in several]
-        unbound = ("checkpoint", several[0][1], {"low": None, "high": "d"}, None)
+        unbound = ("checkpoint", QueryShape(Checkpoint, (F.id >= Param("low")) & (F.id < Param("high")), "id"),
+                   {"low": None, "high": "d"}, None)
         assert backend.query_shapes_documents(None, [*several, unbound]) is None
         by_run = QueryShape(Checkpoint, F.run_id == Param("run"), "-sequence")  # two statements on sqlite: refused
         if "checkpoint" in written and url.startswith("sqlite"):

@@ -134,6 +134,40 @@ class FilterClauses(SpecimenFixtures):
             assert read is None or (read[1] == [{"id": i} for i in expected]
                                     and [fields["id"] for fields in read[0]] == expected), "shapes_reader"
 
+    @since("1.17")
+    @each_kind_and_specimen
+    @examples(10)
+    @given(data=st.data())
+    def test_a_shape_s_documents_are_its_records_stored_fields(self, store: Store, kind: str,
+                                                               data: st.DataObject) -> None:
+        """Each document of a backend's optional `query_shape_documents` (and of `query_shapes_documents`) holds
+        the stored fields of the record `fetch` gives in its place, as the LangGraph saver's flat reads take them:
+        datetimes as RFC 3339 text, bytes fields as bytes, no embedding; parsed (`codec.parse_fields`), they make
+        that record. Skipped without them."""
+        from ...core.codec import _datetime_fields, binary_fields, parse_fields
+
+        backend, tenant = store.backend, store.tenant
+        documents = getattr(backend, "query_shape_documents", None)
+        if documents is None:
+            pytest.skip("the backend has no query_shape_documents (optional: the saver then reads records)")
+        several = getattr(backend, "query_shapes_documents", None)
+        _, shape, (first, _), limit = _stored_shape(store, kind, data)
+        cls = record_type(kind)
+        expected = store.collection(kind).fetch(shape, first, limit=limit, vectors=False)
+        reads = [documents(kind, tenant, shape, first, limit)]
+        if several is not None:
+            reads += several(tenant, [(kind, shape, first, limit)]) or [None]
+        for found in reads:
+            if found is None:
+                continue  # the backend would rather be asked `query_shape`
+            for fields in found:
+                assert "embedding" not in fields, "a document holds no embedding"
+                for name in _datetime_fields(cls):
+                    assert fields.get(name) is None or type(fields[name]) is str, f"{name}: RFC 3339 text"
+                for name in binary_fields(cls):
+                    assert fields.get(name) is None or type(fields[name]) is bytes, f"{name}: bytes"
+            assert_same_records([cls(**parse_fields(cls, dict(fields))) for fields in found], expected, vectors=False)
+
     @since("1.16")
     @each_kind_and_specimen
     @examples(15)
