@@ -1,4 +1,5 @@
-"""The saver's flat reads on a sync sqlite or postgres store give what its reads through the collection give."""
+"""The saver's flat reads on a sqlite or postgres store (its sync methods' on a sync `Store`, its async methods'
+awaited on any) give what its reads through the collection give."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import itertools
 import tempfile
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from mnemostore.integrations.langgraph import MnemostoreSaver
-from mnemostore.integrations.langgraph.reads import FlatReads, Reads
+from mnemostore.integrations.langgraph.reads import AwaitedFlatReads, FlatReads, Reads
 
 __all__ = ["postgres_server"]
 
@@ -69,13 +71,45 @@ async def _listed(saver: MnemostoreSaver, config: dict[str, Any] | None, **kwarg
     return [item async for item in saver.alist(config, **kwargs)]
 
 
+async def _every_read(configs: list[Any], threads: list[tuple[str, str]], get: Callable[[Any], Any],
+                      listed: Callable[..., Any]) -> list[Any]:
+    """`get_tuple` of each config, then each thread's latest and lists (whole, limit 2, before the last config,
+    across namespaces), then a thread with none: through the awaited `get` and `listed` given."""
+    found: list[Any] = [await get(config) for config in configs]
+    for thread, ns in threads:
+        found.append(await get(_config(thread, ns)))
+        found.append(await listed(_config(thread, ns)))
+        found.append(await listed(_config(thread, ns), limit=2))
+        found.append(await listed(_config(thread, ns), before=configs[-1]))
+        found.append(await listed({"configurable": {"thread_id": thread}}))
+    found.append(await get(_config("t3", "")))
+    return found
+
+
+async def _through_collection(saver: MnemostoreSaver, configs: list[Any], threads: list[tuple[str, str]]) -> list[Any]:
+    """`_every_read` through the saver's coroutines over the collection's reads of the store it awaits."""
+    reads = Reads(saver._bridge.awaited())
+
+    async def listed(config: Any, limit: int | None = None, before: Any = None) -> list[Any]:
+        pages = saver._list(reads, config, filter=None, before=before, limit=limit)
+        return [item async for page in pages for item in page]
+
+    return await _every_read(configs, threads, partial(saver._get_tuple, reads), listed)
+
+
+async def _awaited(saver: MnemostoreSaver, configs: list[Any], threads: list[tuple[str, str]]) -> list[Any]:
+    """`_every_read` through the saver's async methods (their reads flat: `AwaitedFlatReads`)."""
+    assert isinstance(saver._awaited_reads(), AwaitedFlatReads)
+    return await _every_read(configs, threads, saver.aget_tuple, partial(_listed, saver))
+
+
 @settings(FRESH, max_examples=25)
 @given(steps=_steps)
 def test_flat_reads_give_what_the_collection_gives(new_url: Callable[[], str], steps: list[Any]) -> None:
     """After any run of puts and writes (several threads and namespaces, writes on older checkpoints,
-    values stored plain and compressed, metadata all JSON or not), each sync read (flat) equals the async
-    one (the collection's path): `get_tuple` by id and latest, `list` whole, with a limit, before a
-    checkpoint, across threads."""
+    values stored plain and compressed, metadata all JSON or not), each sync read (flat) and each async one
+    (flat, awaited in the executor of the store's twin) equals the read through the collection: `get_tuple` by id
+    and latest, `list` whole, with a limit, before a checkpoint, across threads."""
     with mnemostore.open(new_url()) as store:
         saver = MnemostoreSaver(store)
         assert isinstance(saver._reads, FlatReads)
@@ -94,17 +128,6 @@ def test_flat_reads_give_what_the_collection_gives(new_url: Callable[[], str], s
             if channels:
                 saver.put_writes(target, [(channel, {"n": i}) for channel in channels], f"task-{i}")
 
-        async def through_collection() -> list[Any]:
-            found: list[Any] = [await saver.aget_tuple(config) for config in configs]
-            for thread, ns in sorted(parents):
-                found.append(await saver.aget_tuple(_config(thread, ns)))
-                found.append(await _listed(saver, _config(thread, ns)))
-                found.append(await _listed(saver, _config(thread, ns), limit=2))
-                found.append(await _listed(saver, _config(thread, ns), before=configs[-1]))
-                found.append(await _listed(saver, {"configurable": {"thread_id": thread}}))
-            found.append(await saver.aget_tuple(_config("t3", "")))
-            return found
-
         flat: list[Any] = [saver.get_tuple(config) for config in configs]
         for thread, ns in sorted(parents):
             flat.append(saver.get_tuple(_config(thread, ns)))
@@ -113,7 +136,8 @@ def test_flat_reads_give_what_the_collection_gives(new_url: Callable[[], str], s
             flat.append(list(saver.list(_config(thread, ns), before=configs[-1])))
             flat.append(list(saver.list({"configurable": {"thread_id": thread}})))
         flat.append(saver.get_tuple(_config("t3", "")))
-        assert flat == asyncio.run(through_collection())
+        assert flat == asyncio.run(_through_collection(saver, configs, sorted(parents)))
+        assert flat == asyncio.run(_awaited(saver, configs, sorted(parents)))
         assert flat[-1] is None
 
 
@@ -145,18 +169,38 @@ def test_flat_reads_page_through_long_threads_and_keep_each_thread_s_latest_read
         assert len(list(saver.list({"configurable": {"thread_id": "t1"}}, limit=30))) == 30
 
 
-def test_only_a_sync_store_with_document_reads_reads_flat(new_url: Callable[[], str]) -> None:
-    """A sync sqlite or postgres store's saver reads flat; memory stores and async stores read through the
-    collection; a closed store's flat read is refused as the collection's is."""
+def test_only_a_store_with_document_reads_reads_flat(new_url: Callable[[], str]) -> None:
+    """A sync sqlite or postgres store's saver reads flat in its sync methods, and in its async ones awaited (in the
+    executor of the store's twin); an async store's saver reads through the collection in its sync methods and
+    flat in its async ones (natively on postgres, whose async side reads documents; in the executor on sqlite);
+    a memory store's reads through the collection; a closed store's flat read is refused as the collection's is."""
     url = new_url()
     with mnemostore.open(url) as store:
-        assert isinstance(MnemostoreSaver(store)._reads, FlatReads)
+        saver = MnemostoreSaver(store)
+        assert isinstance(saver._reads, FlatReads)
+
+        async def twin() -> None:
+            reads = saver._awaited_reads()
+            assert type(reads) is AwaitedFlatReads and not reads._natively and saver._awaited_reads() is reads
+
+        asyncio.run(twin())
     with mnemostore.open("memory://flat") as memory:
         assert type(MnemostoreSaver(memory)._reads) is Reads
 
+        async def memory_twin() -> None:
+            assert type(MnemostoreSaver(memory)._awaited_reads()) is Reads
+
+        asyncio.run(memory_twin())
+
     async def on_a_loop() -> None:
-        async with await mnemostore.open_async(new_url()) as async_store:
-            assert type(MnemostoreSaver(async_store)._reads) is Reads
+        async_store = await mnemostore.open_async(new_url())
+        async with async_store:
+            saver = MnemostoreSaver(async_store)
+            assert type(saver._reads) is Reads
+            reads = saver._awaited_reads()
+            assert type(reads) is AwaitedFlatReads and reads._natively == url.startswith("postgresql")
+        with pytest.raises(StoreClosed):
+            await saver.aget_tuple(_config("t", ""))
 
     asyncio.run(on_a_loop())
     store = mnemostore.open(url)
@@ -164,6 +208,40 @@ def test_only_a_sync_store_with_document_reads_reads_flat(new_url: Callable[[], 
     store.close()
     with pytest.raises(StoreClosed):
         saver.get_tuple(_config("t", ""))
+
+
+def test_an_async_store_s_awaited_flat_reads_give_what_the_collection_gives(new_url: Callable[[], str]) -> None:
+    """On an `AsyncStore` (postgres: its async side's document reads, pipelined; sqlite: the executor), after puts
+    and writes in several threads and namespaces (writes on an older checkpoint, a value stored compressed,
+    metadata not all JSON), each async read equals the read through the collection, and listing a thread of
+    several pages gives it whole, newest first."""
+
+    async def run() -> None:
+        async with await mnemostore.open_async(new_url()) as store:
+            saver = MnemostoreSaver(store)
+            configs: list[Any] = []
+            parents: dict[tuple[str, str], Any] = {}
+            for i in range(2 * 25 + 3):
+                thread, ns = ("t1", "") if i % 3 else ("t2", "p" if i % 2 else "")
+                checkpoint = empty_checkpoint()
+                checkpoint["id"] = str(uuid6(clock_seq=i))
+                checkpoint["channel_values"] = {"text": ("z" * 70_000) if i == 7 else f"x{i}"}
+                checkpoint["channel_versions"] = {"text": f"{i + 1:032}"}
+                metadata = {"source": "loop", "step": i, "parents": {}, **({"raw": b"\xff"} if i == 5 else {})}
+                config = await saver.aput(parents.get((thread, ns), _config(thread, ns)), checkpoint, metadata,
+                                          {"text": f"{i + 1:032}"})
+                parents[(thread, ns)] = config
+                configs.append(config)
+                if i % 4 == 0:
+                    await saver.aput_writes(configs[i // 2], [("a", {"n": i}), ("__error__", "e")], f"task-{i}")
+            awaited = await _awaited(saver, configs, sorted(parents))
+            assert awaited == await _through_collection(saver, configs, sorted(parents))
+            assert awaited[-1] is None and all(found is not None for found in awaited[:len(configs)])
+            listed = await _listed(saver, _config("t1", ""))
+            ids = [item.config["configurable"]["checkpoint_id"] for item in listed]
+            assert len(ids) == 35 and ids == sorted(ids, reverse=True)
+
+    asyncio.run(run())
 
 
 def test_flat_reads_without_several_shapes_read_them_one_after_another(new_url: Callable[[], str]) -> None:

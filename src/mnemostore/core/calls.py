@@ -41,6 +41,10 @@ class Calls(Protocol):
         """`function(*args)`, a sync helper of core's that makes several backend calls, where the
         backend's calls run (the caller's thread, or the executor): e.g. recording a kind's declaration."""
 
+    def native(self, method: str) -> bool:
+        """Whether `method` is awaited on the backend's native async side (`AsyncBackend.native_calls`), not
+        called in the caller's thread or the executor."""
+
     async def pause(self) -> None:
         """Let other tasks run during long work on the caller's thread (validating a big batch)."""
 
@@ -60,6 +64,9 @@ class DirectCalls:
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         return function(*args)
+
+    def native(self, method: str) -> bool:
+        return False
 
     async def pause(self) -> None:
         return None

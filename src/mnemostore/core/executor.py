@@ -41,6 +41,9 @@ class ExecutorCalls:
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
 
+    def native(self, method: str) -> bool:
+        return False
+
     async def pause(self) -> None:
         await asyncio.sleep(0)
 
@@ -74,6 +77,9 @@ class NativeCalls(ExecutorCalls):
             raise
         except Exception as exc:  # the driver's, as the sync calls raise it (DRIVER_CALLS)
             raise backend_error(self.backend, method, exc) from exc
+
+    def native(self, method: str) -> bool:
+        return method in self._native
 
     async def close(self) -> None:
         try:

@@ -360,6 +360,12 @@ them (`core.store.open_backend`: a missing driver module names the extra there),
 by the migration runner (a failed step is a `MigrationError` naming the migration)."""
 
 
+DOCUMENT_READS = ("query_shape_documents", "query_shapes_documents")
+"""Optional reads beside the protocol's: a shape's records as their stored fields, one shape or several at once
+(`integrations.langgraph.reads.DocumentReads`, the LangGraph saver's flat reads). A native async side that has
+them serves them too (`AsyncBackend.native_calls`)."""
+
+
 def raising_backend_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     """`method` with any exception that is not a `MnemostoreError` raised as `backend_error`."""
     if getattr(method, "__raises_backend_errors__", False):

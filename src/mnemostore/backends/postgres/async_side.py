@@ -169,6 +169,16 @@ class AsyncPostgresSide(AsyncBackend):
                           limit: int | None, vectors: bool = True) -> list[Record]:
         return await self._run(plans.query_shape(self.backend, kind, tenant, shape, values, limit, vectors))
 
+    async def query_shape_documents(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
+                                    limit: int | None) -> list[dict[str, Any]] | None:
+        found = await self.query_shapes_documents(tenant, [(kind, shape, values, limit)])
+        return None if found is None else found[0]
+
+    async def query_shapes_documents(self, tenant: str | None,
+                                     reads: Sequence[tuple[str, QueryShape, Mapping[str, Any], int | None]],
+                                     ) -> list[list[dict[str, Any]]] | None:
+        return await self._run(plans.query_shapes_documents(self.backend, tenant, reads))
+
     async def get(self, kind: str, tenant: str | None, ids: Sequence[str], vectors: bool = True) -> list[Record]:
         return await self._run(plans.get(self.backend, kind, tenant, ids, vectors))
 

@@ -4,7 +4,9 @@ reads documents (sqlite, postgres), straight from the backend's statements with 
 The saver's read coroutines fetch through a `Reads`. `reads_for` picks, once per saver, the flat one
 for its sync methods: each read then skips the facade's layers (the async twin, the collection, the
 backend-call wrapper) and decodes only the row's JSON, not a validated record (~46k instructions
-against ~22k a row). Every other store, and every async method, reads through the collection."""
+against ~22k a row). `awaited_reads_for` picks the async methods' (`AwaitedFlatReads`): the same reads, each
+one awaited call (the backend's native async side where it has them, postgres: a checkpoint and its writes in
+one round trip; else in the store's executor). Every other store reads through the collection."""
 
 from __future__ import annotations
 
@@ -103,24 +105,24 @@ class FlatReads(Reads):
         (`_reader`); None where the backend reads those shapes one after another."""
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
-        found = self._read((shape, limit), ((shape, limit, None),), (values,))
+        found = await self._found((shape, limit), ((shape, limit, None),), (values,))
         if found is None:
             return await super().fetch(shape, values, limit)
         return list(map(StoredFields, found[0]))
 
     async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any],
                            limit: int | None = None) -> list[dict[str, Any]]:
-        found = self._read((shape, limit), ((shape, limit, None),), (values,))
+        found = await self._found((shape, limit), ((shape, limit, None),), (values,))
         return await super().fetch_writes(shape, values, limit) if found is None else found[0]
 
     async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
                                 writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
                                 write_fields: tuple[str, ...] | None = None,
                                 ) -> tuple[Sequence[Stored], list[dict[str, Any]]]:
-        found = self.read_with_writes(shape, values, limit, writes, write_values, write_limit, write_fields)
+        found = await self._found(*_with_writes(shape, values, limit, writes, write_values, write_limit, write_fields))
         if found is None:  # the two flat reads, one after the other
             return await super().fetch_with_writes(shape, values, limit, writes, write_values, write_limit)
-        return found
+        return list(map(StoredFields, found[0])), found[1]
 
     def read_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
                          writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,
@@ -128,9 +130,14 @@ class FlatReads(Reads):
                          ) -> tuple[Sequence[Stored], list[dict[str, Any]]] | None:
         """`fetch_with_writes` by a plain call (a sync method's: no coroutine to drive); None where the backend
         reads those shapes one after another (then awaited: `fetch_with_writes`)."""
-        found = self._read((shape, limit, writes, write_limit, write_fields),
-                           ((shape, limit, None), (writes, write_limit, write_fields)), (values, write_values))
+        found = self._read(*_with_writes(shape, values, limit, writes, write_values, write_limit, write_fields))
         return None if found is None else (list(map(StoredFields, found[0])), found[1])
+
+    async def _found(self, key: tuple[Any, ...], reads: tuple[tuple[QueryShape, int | None, tuple[str, ...] | None],
+                                                              ...],
+                     values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
+        """`_read` where the fetches await it: a plain call here (`AwaitedFlatReads` awaits the backend)."""
+        return self._read(key, reads, values)
 
     def _read(self, key: tuple[Any, ...], reads: tuple[tuple[QueryShape, int | None, tuple[str, ...] | None], ...],
               values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
@@ -163,6 +170,39 @@ class FlatReads(Reads):
         return reader
 
 
+class AwaitedFlatReads(FlatReads):
+    """`FlatReads` for the saver's async methods: each read one awaited call of the store's, made by the backend's
+    native async side where it reads documents (`DOCUMENT_READS`: postgres, the reads pipelined), else by the
+    backend's readers in the store's executor (sqlite; a sync `Store`'s twin); never through the collection."""
+
+    def __init__(self, store: AsyncStore, backend: DocumentReads) -> None:
+        super().__init__(store, backend)
+        self._natively = store._calls.native("query_shapes_documents")
+
+    async def _found(self, key: tuple[Any, ...], reads: tuple[tuple[QueryShape, int | None, tuple[str, ...] | None],
+                                                              ...],
+                     values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
+        store = self.store
+        if store.closed:
+            raise StoreClosed(f"{store!r} is closed")
+        if self._natively:  # whole documents: a read's `fields` may give more than those (`fetch_with_writes`)
+            found: list[list[dict[str, Any]]] | None = await store._calls(
+                "query_shapes_documents", store.tenant,
+                [(shape.kind, shape, part, limit) for (shape, limit, _), part in zip(reads, values, strict=True)])
+            return found
+        reader = self._readers[key] if key in self._readers else self._reader(key, reads)
+        return None if reader is None else await store._calls.run(reader, values)
+
+
+def _with_writes(shape: QueryShape, values: Mapping[str, Any], limit: int | None, writes: QueryShape,
+                 write_values: Mapping[str, Any], write_limit: int | None, write_fields: tuple[str, ...] | None,
+                 ) -> tuple[tuple[Any, ...], tuple[tuple[QueryShape, int | None, tuple[str, ...] | None], ...],
+                            tuple[Mapping[str, Any], ...]]:
+    """The (key, reads, values) `FlatReads._read` takes for a checkpoint's read and its writes' together."""
+    return ((shape, limit, writes, write_limit, write_fields),
+            ((shape, limit, None), (writes, write_limit, write_fields)), (values, write_values))
+
+
 def _one_shape(documents: Callable[..., list[dict[str, Any]] | None], tenant: str | None, kind: str,
                shape: QueryShape, limit: int | None,
                values: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]] | None:
@@ -189,6 +229,16 @@ def reads_for(store: Store | AsyncStore) -> Reads:
             and Capability.FILTER_RANGE in store.capabilities):
         return FlatReads(store._async, backend)
     return Reads(store._async)
+
+
+def awaited_reads_for(store: AsyncStore) -> Reads:
+    """The reads the saver's async methods await over `store` (an `AsyncStore`, or a sync `Store`'s twin on the
+    running loop): flat (`AwaitedFlatReads`) over a backend with document reads and range filters, as
+    `reads_for`; else the collection's."""
+    backend = store.backend
+    if isinstance(backend, DocumentReads) and Capability.FILTER_RANGE in store.capabilities:
+        return AwaitedFlatReads(store, backend)
+    return Reads(store)
 
 
 class StoredFields:

@@ -41,7 +41,7 @@ from ...kinds.langgraph_writes import LangGraphWrite
 from . import mapping
 from .bridge import Bridge
 from .mapping import Stored
-from .reads import FlatReads, Reads, reads_for
+from .reads import FlatReads, Reads, awaited_reads_for, reads_for
 
 _S = TypeVar("_S", bound=Stored)
 
@@ -69,6 +69,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         self._bridge = Bridge(store, type(self).__name__)
         self._reads = reads_for(store)
         """The reads of the sync methods (`reads.reads_for`: flat on a sync sqlite or postgres store)."""
+        self._awaited: Reads | None = None
+        """The async methods' reads (`reads.awaited_reads_for`), of the store they last awaited (`_awaited_reads`)."""
         self._sync = store if isinstance(store, Store) else None
         """The sync `Store` the sync writes call straight (`Collection._field_writer`), if given one."""
         self._write_checkpoint: Callable[[dict[str, Any]], None] | None = None
@@ -160,7 +162,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     # async methods: the same coroutines, awaited ------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._get_tuple(Reads(self._bridge.awaited()), config)
+        return await self._get_tuple(self._awaited_reads(), config)
 
     async def alist(
         self,
@@ -170,7 +172,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async with aclosing(self._list(Reads(self._bridge.awaited()), config, filter=filter, before=before,
+        async with aclosing(self._list(self._awaited_reads(), config, filter=filter, before=before,
                                        limit=limit)) as pages:
             async for page in pages:
                 for item in page:
@@ -201,6 +203,15 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         await self._prune(self._bridge.awaited(), thread_ids, strategy)
 
     # reading --------------------------------------------------------------------------
+    def _awaited_reads(self) -> Reads:
+        """The reads the async methods await, made again when they await another store (a sync `Store`'s twin
+        on another event loop)."""
+        store = self._bridge.awaited()
+        reads = self._awaited
+        if reads is None or reads.store is not store:
+            reads = self._awaited = awaited_reads_for(store)
+        return reads
+
     async def _get_tuple(self, reads: Reads, config: RunnableConfig) -> CheckpointTuple | None:
         store = reads.store
         conf = config["configurable"]

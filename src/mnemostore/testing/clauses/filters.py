@@ -168,6 +168,31 @@ class FilterClauses(SpecimenFixtures):
                     assert fields.get(name) is None or type(fields[name]) is bytes, f"{name}: bytes"
             assert_same_records([cls(**parse_fields(cls, dict(fields))) for fields in found], expected, vectors=False)
 
+    @since("1.18")
+    @each_kind_and_specimen
+    @examples(10)
+    @given(data=st.data())
+    def test_a_native_side_s_document_reads_give_what_the_backend_s_give(self, store: Store, kind: str,
+                                                                         data: st.DataObject) -> None:
+        """Under the async facade, the document reads a backend's native async side implements (`DOCUMENT_READS`:
+        the LangGraph saver's async methods await them) give what the sync backend's give for the same reads,
+        one shape and two at once. Skipped under the sync facade and on a side without them."""
+        calls = store._async._calls
+        one, several = calls.native("query_shape_documents"), calls.native("query_shapes_documents")
+        if not (one or several):
+            pytest.skip("no native async side with document reads (optional: the saver awaits them in the executor)")
+        backend: Any = store.backend
+        tenant = store.tenant
+        _, shape, (first, second), limit = _stored_shape(store, kind, data)
+        for values in (first, second):
+            if one:
+                assert store._run(calls("query_shape_documents", kind, tenant, shape, values, limit)) == \
+                    backend.query_shape_documents(kind, tenant, shape, values, limit), "query_shape_documents"
+            if several:
+                reads = [(kind, shape, values, limit), (kind, shape, second, None)]
+                assert store._run(calls("query_shapes_documents", tenant, reads)) == \
+                    backend.query_shapes_documents(tenant, reads), "query_shapes_documents"
+
     @since("1.16")
     @each_kind_and_specimen
     @examples(15)
