@@ -250,3 +250,52 @@ def _bench_langgraph_saver(results: Results, base: str, tasks: int, repeat: int)
         f"async postgres: {tasks} tasks x {STEPS} checkpoint saves", median(ours), median(theirs),
         per=tasks * STEPS, baseline_name="AsyncPostgresSaver.aput, as many tasks",
         note="ms per save; each task its own run / thread, default parent / the parent's config")))
+    _bench_langgraph_reads(results, base, tasks, repeat)
+
+
+def _bench_langgraph_reads(results: Results, base: str, tasks: int, repeat: int) -> None:
+    """`MnemostoreSaver.aget_tuple` by id on an async postgres store beside `AsyncPostgresSaver.aget_tuple`: each
+    task puts STEPS checkpoints (each with a task's writes) on its own thread, then reads them back by their
+    configs, the tasks together; only the reads are timed."""
+    from case_langgraph import checkpoints
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from mnemostore.integrations.langgraph import MnemostoreSaver
+
+    async def reads(saver: Any, r: int) -> float:
+        steps = checkpoints(saver, STEPS, STATE)
+
+        async def written(t: int) -> list[Any]:
+            config: Any = {"configurable": {"thread_id": f"read-{r}-{t}", "checkpoint_ns": ""}}
+            configs = []
+            for checkpoint, metadata, new_versions in steps:
+                config = await saver.aput(config, checkpoint, metadata, new_versions)
+                await saver.aput_writes(config, [("step", len(configs)), ("note", "x" * 200)], f"task-{t}")
+                configs.append(config)
+            return configs
+
+        configs = await asyncio.gather(*(written(t) for t in range(tasks)))
+
+        async def task(mine: list[Any]) -> None:
+            for config in mine:
+                assert await saver.aget_tuple(config) is not None
+
+        start = time.perf_counter()
+        await asyncio.gather(*(task(mine) for mine in configs))
+        return time.perf_counter() - start
+
+    async def theirs_run(r: int) -> float:
+        async with AsyncPostgresSaver.from_conn_string(base) as saver:
+            await saver.setup()
+            return await reads(saver, r)
+
+    async def ours_run(r: int) -> float:
+        async with await mnemostore.open_async(f"{base}&schema=async_reads") as store:
+            return await reads(MnemostoreSaver(store), r)
+
+    ours = [asyncio.run(ours_run(r)) for r in range(repeat)]
+    theirs = [asyncio.run(theirs_run(r)) for r in range(repeat)]
+    results.add(at_least(Row(
+        f"async postgres: {tasks} tasks x {STEPS} MnemostoreSaver.aget_tuple by id", median(ours), median(theirs),
+        per=tasks * STEPS, baseline_name="AsyncPostgresSaver.aget_tuple, as many tasks",
+        note="ms per read; each task its own thread, each checkpoint with its task's two writes")))

@@ -198,6 +198,19 @@ def test_a_saver_on_a_tenant_scoped_store_keeps_to_its_tenant(backend: str, tmp_
         assert theirs.get_tuple(config) is None and theirs.get_tuple({"configurable": {"thread_id": "t1"}}) is None
         assert list(theirs.list(config)) == [] and len(list(saver.list(config))) == 1
 
+        async def awaited() -> None:  # the async methods' flat reads (natively on postgres) keep to it too
+            async with await mnemostore.open_async(url, tenant="acme") as mine, \
+                    await mnemostore.open_async(url, tenant="other") as others:
+                ours, theirs = MnemostoreSaver(mine), MnemostoreSaver(others)
+                got = await ours.aget_tuple(config)
+                assert got is not None and got.pending_writes == found.pending_writes
+                assert await theirs.aget_tuple(config) is None
+                assert await theirs.aget_tuple({"configurable": {"thread_id": "t1"}}) is None
+                assert [item async for item in theirs.alist(config)] == []
+                assert len([item async for item in ours.alist(config)]) == 1
+
+        asyncio.run(awaited())
+
 
 def test_records_put_as_built_are_validated_when_they_are_not_what_that_path_takes(tmp_path: Path) -> None:
     """`_put_built` writes the records it can take as they are; a batch it cannot (a repeated id, another
