@@ -59,7 +59,8 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
     Works on every backend; filters go to the backend when it declares the capability and are
     re-checked here. Give it a `Store` (`mnemostore.open`) or an `AsyncStore` (`open_async`): each
     method runs one coroutine over the store (see `bridge`), except that on a sync `Store` the sync
-    writes call the backend straight and, on SQLite, the sync reads read its rows flat (`reads`).
+    writes call the backend straight; on sqlite and postgres, a `Store`'s sync reads and any store's async
+    reads read its rows flat (`reads`).
     """
 
     def __init__(self, store: Store | AsyncStore, *, serde: SerializerProtocol | None = None) -> None:
