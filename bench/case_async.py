@@ -5,7 +5,7 @@ Each task saves checkpoints on its own run (default parent) and searches; the sy
 same calls in one loop. sqlite's calls run in the store's executor; postgres's on its native async
 side (psycopg's async pool, backends/postgres/async_side.py). On postgres the checkpoint part is
 also set beside LangGraph's `AsyncPostgresSaver` putting as many checkpoints of the same state from
-as many tasks.
+as many tasks, and `MnemostoreSaver.aget_tuple` beside its `aget_tuple` reading them back.
 """
 
 from __future__ import annotations
