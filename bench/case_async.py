@@ -244,20 +244,27 @@ def _bench_langgraph_saver(results: Results, base: str, tasks: int, repeat: int)
             await asyncio.gather(*(task(t) for t in range(tasks)))
             return time.perf_counter() - start
 
+    _beside_theirs(results, f"async postgres: {tasks} tasks x {STEPS} checkpoint saves", ours_run, theirs_run,
+                   repeat, tasks * STEPS, "AsyncPostgresSaver.aput, as many tasks",
+                   "ms per save; each task its own run / thread, default parent / the parent's config")
+    _bench_langgraph_reads(results, base, tasks, repeat)
+
+
+def _beside_theirs(results: Results, name: str, ours_run: Callable[[int], Awaitable[float]],
+                   theirs_run: Callable[[int], Awaitable[float]], repeat: int, per: int, baseline_name: str,
+                   note: str) -> None:
+    """A row (target >= 1x) of `repeat` runs of each side's coroutine (given the run's number, its seconds), ours
+    first, each on an event loop of its own."""
     ours = [asyncio.run(ours_run(r)) for r in range(repeat)]
     theirs = [asyncio.run(theirs_run(r)) for r in range(repeat)]
-    results.add(at_least(Row(
-        f"async postgres: {tasks} tasks x {STEPS} checkpoint saves", median(ours), median(theirs),
-        per=tasks * STEPS, baseline_name="AsyncPostgresSaver.aput, as many tasks",
-        note="ms per save; each task its own run / thread, default parent / the parent's config")))
-    _bench_langgraph_reads(results, base, tasks, repeat)
+    results.add(at_least(Row(name, median(ours), median(theirs), per=per, baseline_name=baseline_name, note=note)))
 
 
 def _bench_langgraph_reads(results: Results, base: str, tasks: int, repeat: int) -> None:
     """`MnemostoreSaver.aget_tuple` by id on an async postgres store beside `AsyncPostgresSaver.aget_tuple`: each
     task puts STEPS checkpoints (each with a task's writes) on its own thread, then reads them back by their
     configs, the tasks together; only the reads are timed."""
-    from case_langgraph import checkpoints
+    from case_langgraph import _thread, checkpoints
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
     from mnemostore.integrations.langgraph import MnemostoreSaver
@@ -266,7 +273,7 @@ def _bench_langgraph_reads(results: Results, base: str, tasks: int, repeat: int)
         steps = checkpoints(saver, STEPS, STATE)
 
         async def written(t: int) -> list[Any]:
-            config: Any = {"configurable": {"thread_id": f"read-{r}-{t}", "checkpoint_ns": ""}}
+            config: Any = _thread(f"read-{r}-{t}")
             configs = []
             for checkpoint, metadata, new_versions in steps:
                 config = await saver.aput(config, checkpoint, metadata, new_versions)
@@ -293,9 +300,6 @@ def _bench_langgraph_reads(results: Results, base: str, tasks: int, repeat: int)
         async with await mnemostore.open_async(f"{base}&schema=async_reads") as store:
             return await reads(MnemostoreSaver(store), r)
 
-    ours = [asyncio.run(ours_run(r)) for r in range(repeat)]
-    theirs = [asyncio.run(theirs_run(r)) for r in range(repeat)]
-    results.add(at_least(Row(
-        f"async postgres: {tasks} tasks x {STEPS} MnemostoreSaver.aget_tuple by id", median(ours), median(theirs),
-        per=tasks * STEPS, baseline_name="AsyncPostgresSaver.aget_tuple, as many tasks",
-        note="ms per read; each task its own thread, each checkpoint with its task's two writes")))
+    _beside_theirs(results, f"async postgres: {tasks} tasks x {STEPS} MnemostoreSaver.aget_tuple by id", ours_run,
+                   theirs_run, repeat, tasks * STEPS, "AsyncPostgresSaver.aget_tuple, as many tasks",
+                   "ms per read; each task its own thread, each checkpoint with its task's two writes")

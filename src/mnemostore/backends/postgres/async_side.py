@@ -169,11 +169,6 @@ class AsyncPostgresSide(AsyncBackend):
                           limit: int | None, vectors: bool = True) -> list[Record]:
         return await self._run(plans.query_shape(self.backend, kind, tenant, shape, values, limit, vectors))
 
-    async def query_shape_documents(self, kind: str, tenant: str | None, shape: QueryShape, values: Mapping[str, Any],
-                                    limit: int | None) -> list[dict[str, Any]] | None:
-        found = await self.query_shapes_documents(tenant, [(kind, shape, values, limit)])
-        return None if found is None else found[0]
-
     async def query_shapes_documents(self, tenant: str | None,
                                      reads: Sequence[tuple[str, QueryShape, Mapping[str, Any], int | None]],
                                      ) -> list[list[dict[str, Any]]] | None:
