@@ -4,7 +4,6 @@ thread's user and system CPU time, and the CPU time of the process's other threa
 Callgrind (`profile_save.py`) counts a 50 KB memcpy as 50k instructions and no cache miss; this is the other view.
 
     python bench/profile_save_wall.py                          # varied text, as the store writes it
-    python bench/profile_save_wall.py --without proof-json     # the same, the proof's JSON pass left out
     python bench/profile_save_wall.py --n 1000 --without wal-limit   # the bench's burst, no writer checkpoint
 
 Each round's calls are also timed one by one: the mean call of each fifth of the round (where in a burst the
@@ -12,10 +11,7 @@ time goes: the bench's 1,000 saves of the varied state pass `wal_checkpoints.LIM
 two slowest. Every round starts on files of its own after `os.sync()` and deletes them after: the dirty pages an
 earlier round left behind otherwise reach the disk during a later one (it moved a round by up to 2x).
 
-`--without` is for measuring only. `proof-json`: the state's proof packs its msgpack alone (`ormsgpack`, which
-also refuses what is not JSON's types) and skips the sorted orjson dump that finds NUL, NaN and the ints JSON
-cannot hold and that the state hash is taken of (every state then hashes alike); what it saves is what a
-one-pass encoder that proves all of it would save. `wal-limit`: the writer never checkpoints the WAL itself
+`--without` is for measuring only. `wal-limit`: the writer never checkpoints the WAL itself
 (`LIMIT` out of reach), so the WAL grows for as long as the burst lasts; what it saves is the writer's checkpoint.
 """
 
@@ -92,19 +88,6 @@ def _puts(saver: Any, steps: list[Any]) -> list[float]:
     return each
 
 
-def _without_proof_json() -> None:
-    """The state's proof without its JSON pass (measuring only: see the module's doc)."""
-    import ormsgpack
-
-    from mnemostore.core import jsonvalues, records
-
-    def packed_only(value: Any, path: str) -> tuple[bytes, memoryview]:
-        packed = ormsgpack.packb([[[[[value]]]]], option=jsonvalues._EXACT_TYPES)
-        return b"{}", memoryview(packed)[jsonvalues._WRAPPING:]
-
-    records.prove_json_document = packed_only  # type: ignore[assignment]
-
-
 def _without_wal_limit() -> None:
     """No checkpoint by the writer, however large the WAL grows (measuring only: see the module's doc)."""
     from mnemostore.backends.sqlite import wal_checkpoints
@@ -118,7 +101,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=500,
                         help="calls a round; CPU times count in clock ticks (~4 ms), so keep it in the hundreds")
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--without", choices=("proof-json", "wal-limit"), action="append", default=[])
+    parser.add_argument("--without", choices=("wal-limit",), action="append", default=[])
     args = parser.parse_args()
     if args.n < FIFTHS:
         parser.error(f"--n must be at least {FIFTHS} (a round's calls are shown in fifths)")
@@ -128,8 +111,6 @@ def main() -> None:
 
     import mnemostore
 
-    if "proof-json" in args.without:
-        _without_proof_json()
     if "wal-limit" in args.without:
         _without_wal_limit()
     state = varied_state() if args.state == "varied" else checkpoint_state()

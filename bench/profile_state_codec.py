@@ -1,11 +1,12 @@
-"""What a checkpoint's state costs to encode, prove and decode: today's JSON form beside a one-pass msgpack
-form (the design the facade save and read rows would need; see the issue 14 notes), on the bench's states.
+"""What a checkpoint's state costs to encode, prove and decode: the proof a save runs (the C walk where it
+is built, and the Python proof it replaces) beside one msgpack pack and LangGraph's serializer, on the bench's states.
 
     python bench/profile_state_codec.py                    # both states, 2,000 calls each
     python bench/profile_state_codec.py --state varied --calls 500
 
 Sides, each timed call by call in turns (`harness.interleaved_samples`), medians in microseconds:
-- `json proof`: `dumps_json_document` (sorted orjson dump, msgpack proof, NUL and NaN scans): what a save pays;
+- `proof`: `prove_json_document`, what a save pays: one C walk giving the sorted JSON and msgpack (`core/_proof.c`);
+- `python proof`: `prove_in_python` (sorted orjson dump, sorted msgpack pack, NUL and NaN scans): without a compiler;
 - `msgpack proof`: one sorted msgpack pack refusing every type JSON would change (`_EXACT_TYPES`): the one
   pass that would both prove and give canonical bytes to hash;
 - `serde`: LangGraph's `JsonPlusSerializer.dumps_typed`, what `SqliteSaver.put` pays for the same state;
@@ -22,7 +23,7 @@ from data import checkpoint_state, varied_state
 from harness import interleaved_samples, median
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from mnemostore.core.jsonvalues import _EXACT_TYPES, dumps_json_document
+from mnemostore.core.jsonvalues import _EXACT_TYPES, prove_in_python, prove_json_document
 
 STATES = {"repeated": checkpoint_state, "varied": varied_state}
 
@@ -33,7 +34,8 @@ def _sides(state: dict[str, object]) -> dict[str, object]:
     as_json = orjson.dumps(state, option=orjson.OPT_SORT_KEYS)
     as_msgpack = ormsgpack.packb(state, option=_EXACT_TYPES | ormsgpack.OPT_SORT_KEYS)
     return {
-        "json proof": lambda i: dumps_json_document(state, "state"),
+        "proof": lambda i: prove_json_document(state, "state"),
+        "python proof": lambda i: prove_in_python(state, "state"),
         "msgpack proof": lambda i: ormsgpack.packb(state, option=_EXACT_TYPES | ormsgpack.OPT_SORT_KEYS),
         "serde": lambda i: serde.dumps_typed(state),
         "json load": lambda i: orjson.loads(as_json),
@@ -53,7 +55,8 @@ def main() -> None:
         print(f"{name} state, {len(orjson.dumps(state)):,} bytes of JSON: median us per call of {args.calls:,}")
         for key, us in medians.items():
             print(f"  {key:<14} {us:8.1f}")
-        print(f"  encode and prove: msgpack / json {medians['msgpack proof'] / medians['json proof']:.2f}; "
+        print(f"  encode and prove: proof / python proof {medians['proof'] / medians['python proof']:.2f}, "
+              f"proof / serde {medians['proof'] / medians['serde']:.2f}; "
               f"decode: msgpack / json {medians['msgpack load'] / medians['json load']:.2f}")
 
 

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 import ormsgpack
+
+
+def _c_proof() -> Callable[[Any, Callable[[float], bytes]], tuple[bytes, bytes] | None] | None:
+    """The C walk of `prove_json_document` (`_proof.c`), or None where no C compiler built it at install."""
+    try:
+        from ._proof import prove
+    except ImportError:
+        return None
+    return prove
+
+
+_prove_in_c = _c_proof()
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -107,9 +120,10 @@ holding one in between is proven by the walk."""
 _EXACT_TYPES = (ormsgpack.OPT_PASSTHROUGH_BIG_INT | ormsgpack.OPT_PASSTHROUGH_DATACLASS
                 | ormsgpack.OPT_PASSTHROUGH_DATETIME | ormsgpack.OPT_PASSTHROUGH_ENUM
                 | ormsgpack.OPT_PASSTHROUGH_SUBCLASS | ormsgpack.OPT_PASSTHROUGH_TUPLE
-                | ormsgpack.OPT_PASSTHROUGH_UUID)
+                | ormsgpack.OPT_PASSTHROUGH_UUID | ormsgpack.OPT_SORT_KEYS)
 """With these, ormsgpack refuses every type orjson writes as another (tuple, enum, UUID, subclasses);
-by default it refuses non-str keys and lone surrogates: what it packs holds JSON's types only."""
+by default it refuses non-str keys and lone surrogates: what it packs holds JSON's types only. Keys
+sorted, as the C proof packs them: a state's stored bytes do not depend on how it was proven."""
 
 
 def dumps_json_document(value: Any, path: str) -> bytes:
@@ -119,8 +133,22 @@ def dumps_json_document(value: Any, path: str) -> bytes:
 
 
 def prove_json_document(value: Any, path: str) -> tuple[bytes, memoryview]:
-    """A JSON document's sorted JSON and its msgpack (keys in their order), rejecting anything that
-    would not read back equal from either.
+    """A JSON document's sorted JSON and its msgpack (keys sorted too), rejecting anything that would
+    not read back equal from either.
+
+    One C walk (`_proof.c`: ~2x faster) proves and encodes the values it can, the same bytes as
+    `prove_in_python`, which proves the rest (and every value where no C compiler built the walk)
+    and names the problem of a value refused.
+    """
+    if _prove_in_c is not None:
+        proven = _prove_in_c(value, orjson.dumps)
+        if proven is not None:
+            return proven[0], memoryview(proven[1])
+    return prove_in_python(value, path)
+
+
+def prove_in_python(value: Any, path: str) -> tuple[bytes, memoryview]:
+    """`prove_json_document` by orjson and ormsgpack.
 
     The proof costs one msgpack pack, not a load and compare: orjson makes the bytes (refusing
     ints past 53 bits), ormsgpack refuses any type that is not JSON's and depth past MAX_DEPTH,
