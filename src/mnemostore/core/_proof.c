@@ -140,30 +140,15 @@ static inline __m128i escapes16(__m128i x) {
 }
 #endif
 
-/* The length of the run at the start of `text` (at most `size` bytes) that JSON writes as it is: no control
- * character, quote or backslash. 16 bytes at a time with SSE2, else 8 at a time in a word. */
-static inline Py_ssize_t plain_run(const char *text, Py_ssize_t size) {
-    Py_ssize_t i = 0;
-#if defined(__SSE2__)
-    for (; i + 16 <= size; i += 16) {
-        int mask = _mm_movemask_epi8(escapes16(_mm_loadu_si128((const __m128i *)(text + i))));
-        if (mask) return i + __builtin_ctz((unsigned)mask);
+/* Whether JSON escapes this byte of UTF-8: a control character, a quote or a backslash. */
+static inline int escaped(unsigned char c) { return c < 0x20 || c == '"' || c == '\\'; }
+
+/* Whether JSON writes `text` as it is (a key, at most `KEPT` bytes: checked once a shape). */
+static int plain(const char *text, Py_ssize_t size) {
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (escaped((unsigned char)text[i])) return 0;
     }
-#else
-    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    for (; i + 8 <= size; i += 8) {
-        uint64_t x, q, s;
-        memcpy(&x, text + i, 8);
-        q = x ^ (ones * '"');
-        s = x ^ (ones * '\\');
-        if ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((s - ones) & ~s)) & highs) break;
-    }
-#endif
-    for (; i < size; i++) {
-        unsigned char c = (unsigned char)text[i];
-        if (c < 0x20 || c == '"' || c == '\\') return i;
-    }
-    return size;
+    return 1;
 }
 
 static inline int write_text(Walk *walk, const char *text, Py_ssize_t size) {
@@ -207,7 +192,7 @@ static inline int write_text(Walk *walk, const char *text, Py_ssize_t size) {
 #endif
         for (; i < size; i++) {
             unsigned char c = (unsigned char)text[i];
-            if (c < 0x20 || c == '"' || c == '\\') goto escape;
+            if (escaped(c)) goto escape;
             *json->at++ = (char)c;
         }
         break;
@@ -359,7 +344,7 @@ static int make_shape(Shape *shape, PyObject **keys, Py_ssize_t n) {
     shape->kept = 1;
     for (Py_ssize_t i = 0; i < n && shape->kept; i++) {
         Py_ssize_t at = shape->order[i], size = shape->size[at];
-        if (size > KEPT || plain_run(shape->text[at], size) != size) {
+        if (size > KEPT || !plain(shape->text[at], size)) {
             shape->kept = 0;
             break;
         }
