@@ -22,6 +22,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from mnemostore.integrations.langgraph import MnemostoreSaver
 from mnemostore.integrations.langgraph.mapping import checkpoint_record_id
+from mnemostore.kinds.langgraph_ids import checkpoint_writes_prefix, checkpoints_writes_range, prefix_range
 
 
 @pytest.fixture(autouse=True)
@@ -92,3 +93,15 @@ def test_listed_checkpoints_have_their_own_writes(ids: list[str], url: str) -> N
         listed = {t.config["configurable"]["checkpoint_id"]: sorted(t.pending_writes) for t in saver.list(thread)}
         assert listed == {checkpoint_id: [(f"task-{i}-{task}", "n", checkpoint_id) for task in range(TASKS)]
                           for i, checkpoint_id in enumerate(ids)}
+
+
+@given(ids=st.lists(st.text("ab./-0", min_size=0, max_size=4), min_size=1, max_size=6),
+       write=st.text("ab./-0", max_size=6), ns=st.sampled_from(["", "p"]))
+def test_checkpoints_writes_range_spans_each_checkpoints_writes(ids: list[str], write: str, ns: str) -> None:
+    """`checkpoints_writes_range` is the span of each checkpoint's own range (`prefix_range` of its
+    `checkpoint_writes_prefix`): a write id in any of them is in it."""
+    low, high = checkpoints_writes_range("t", ns, ids)
+    assert low == min(prefix_range(checkpoint_writes_prefix("t", ns, i))[0] for i in ids)
+    assert high == max(prefix_range(checkpoint_writes_prefix("t", ns, i))[1] for i in ids)
+    for checkpoint_id in ids:
+        assert low <= checkpoint_writes_prefix("t", ns, checkpoint_id) + write < high

@@ -98,6 +98,15 @@ def checkpoint_writes_prefix(thread_id: str, checkpoint_ns: str, checkpoint_id: 
     return f"{namespace_writes_prefix(thread_id, checkpoint_ns)}{checkpoint_id}."
 
 
+def checkpoints_writes_range(thread_id: str, checkpoint_ns: str, checkpoint_ids: Sequence[str]) -> tuple[str, str]:
+    """The one id range [low, high) that holds the writes of these checkpoints of a namespace: the span of their
+    `prefix_range`s of `checkpoint_writes_prefix` (with the writes of checkpoints between them), the namespace's
+    prefix made once."""
+    prefix = namespace_writes_prefix(thread_id, checkpoint_ns)
+    return (prefix + min(checkpoint_id + "." for checkpoint_id in checkpoint_ids),  # not min(ids) + ".": "a-." < "a."
+            prefix + max(checkpoint_id + "/" for checkpoint_id in checkpoint_ids))
+
+
 def write_id(prefix: str, task_id: str, idxs: Sequence[int | str]) -> str:
     """The id of the record holding a task's writes `idxs` of one call: the checkpoint's prefix and a digest
     of the task and the idx list (so a retried call finds the record it stored)."""

@@ -33,6 +33,7 @@ from ...core.shapes import Param, QueryShape
 from ...core.store import Store
 from ...kinds.langgraph_ids import (
     checkpoint_writes_prefix,
+    checkpoints_writes_range,
     namespace_writes_prefix,
     prefix_range,
     thread_writes_prefix,
@@ -291,20 +292,14 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         filters; elsewhere they are found by `owner`."""
         writes: dict[str, builtins.list[dict[str, Any]]] = {record.id: [] for record in records}
         found: builtins.list[dict[str, Any]] = []
-        if reads.ranges:  # a checkpoint's writes are its namespace's prefix, then its id and "." to its id and "/"
-            spans: dict[tuple[str, str], builtins.list[str]] = {}  # (`checkpoint_writes_prefix`, `prefix_range`)
+        if reads.ranges:
+            by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
             for record in records:
                 state = record.state
-                key, checkpoint_id = (state["thread_id"], state["checkpoint_ns"]), state["checkpoint_id"]
-                low, high = checkpoint_id + ".", checkpoint_id + "/"
-                span = spans.get(key)
-                if span is None:
-                    spans[key] = [low, high]
-                else:
-                    span[0], span[1] = min(span[0], low), max(span[1], high)
-            for (thread_id, ns), (low, high) in spans.items():
-                prefix = namespace_writes_prefix(thread_id, ns)
-                found += await reads.fetch_writes(_WRITES_IN_RANGE, {"low": prefix + low, "high": prefix + high})
+                by_namespace.setdefault((state["thread_id"], state["checkpoint_ns"]), []).append(state["checkpoint_id"])
+            for (thread_id, ns), checkpoint_ids in by_namespace.items():
+                low, high = checkpoints_writes_range(thread_id, ns, checkpoint_ids)
+                found += await reads.fetch_writes(_WRITES_IN_RANGE, {"low": low, "high": high})
         else:
             found = [write.__dict__ for write in await reads.writes.all(F.owner.in_(builtins.list(writes)))]
         for write in found:
