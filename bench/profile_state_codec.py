@@ -7,8 +7,8 @@ is built, and the Python proof it replaces) beside one msgpack pack and LangGrap
 Sides, each timed call by call in turns (`harness.interleaved_samples`), medians in microseconds:
 - `proof`: `prove_json_document`, what a save pays: one C walk giving the sorted JSON and msgpack (`core/_proof.c`);
 - `python proof`: `prove_in_python` (sorted orjson dump, sorted msgpack pack, NUL and NaN scans): without a compiler;
-- `msgpack proof`: one sorted msgpack pack refusing every type JSON would change (`_EXACT_TYPES`): the one
-  pass that would both prove and give canonical bytes to hash;
+- `msgpack proof`: one sorted msgpack pack refusing every type JSON would change (`_EXACT_TYPES`): ormsgpack's
+  pass alone, without the sorted JSON the state's hash is taken of (a floor for the proof);
 - `serde`: LangGraph's `JsonPlusSerializer.dumps_typed`, what `SqliteSaver.put` pays for the same state;
 - `json load` / `msgpack load`: decoding each form back (what a read pays).
 """

@@ -141,6 +141,37 @@ def test_flat_reads_give_what_the_collection_gives(new_url: Callable[[], str], s
         assert flat[-1] is None
 
 
+
+TASKS = 4
+
+
+@settings(FRESH, max_examples=30)
+@given(ids=st.lists(st.text("ab./-", min_size=1, max_size=4), min_size=1, max_size=6, unique=True))
+def test_listed_checkpoints_have_their_own_writes(new_url: Callable[[], str], ids: list[str]) -> None:
+    """Each listed tuple holds its own checkpoint's pending writes and no other's, where checkpoint ids extend
+    one another ("a", "a.b", "a-"): a page's writes are read by one id range (`_writes_by_owner`); sync and async."""
+    with mnemostore.open(url := new_url()) as store:
+        saver = MnemostoreSaver(store)
+        thread = _config("t", "")
+        for i, checkpoint_id in enumerate(ids):
+            checkpoint = empty_checkpoint()
+            checkpoint["id"] = checkpoint_id
+            saved = saver.put(thread, checkpoint, {"source": "loop", "step": i, "parents": {}}, {})
+            for task in range(TASKS):  # ids of several digests, some past any id the range could end on
+                saver.put_writes(saved, [("n", checkpoint_id)], task_id=f"task-{i}-{task}")
+        expected = {checkpoint_id: [(f"task-{i}-{task}", "n", checkpoint_id) for task in range(TASKS)]
+                    for i, checkpoint_id in enumerate(ids)}
+        assert {t.config["configurable"]["checkpoint_id"]: sorted(t.pending_writes)
+                for t in saver.list(thread)} == expected
+
+    async def awaited() -> list[Any]:
+        async with await mnemostore.open_async(url) as opened:
+            return await _listed(MnemostoreSaver(opened), thread)
+
+    assert {t.config["configurable"]["checkpoint_id"]: sorted(t.pending_writes)
+            for t in asyncio.run(awaited())} == expected
+
+
 def test_flat_reads_page_through_long_threads_and_keep_each_thread_s_latest_read(new_url: Callable[[], str]) -> None:
     """Threads of several pages (`FlatReads.page`, the list's batches) list whole and in order on the flat reads,
     as the async reads list them; `get_tuple` of each thread's latest, its read kept per thread

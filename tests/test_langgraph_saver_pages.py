@@ -71,30 +71,6 @@ def test_list_is_the_model_of_the_puts(puts: list[tuple[str, str]],
                 saver.list({"configurable": conf}, before=before_config, limit=limit), listed, strict=True))
 
 
-TASKS = 4
-
-
-@settings(max_examples=40, deadline=None)
-@given(ids=st.lists(st.text("ab./-", min_size=1, max_size=4), min_size=1, max_size=6, unique=True),
-       url=st.sampled_from(["sqlite", "memory"]))
-def test_listed_checkpoints_have_their_own_writes(ids: list[str], url: str) -> None:
-    """Each listed tuple holds its own checkpoint's pending writes and no other's, where checkpoint ids extend
-    one another ("a", "a.b", "a/"): a page's writes are read by one id range (`_writes_by_owner`)."""
-    with tempfile.TemporaryDirectory() as directory, \
-            mnemostore.open(f"sqlite:///{directory}/s.db" if url == "sqlite" else "memory://") as store:
-        saver = MnemostoreSaver(store)
-        thread = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-        for i, checkpoint_id in enumerate(ids):
-            checkpoint = empty_checkpoint()
-            checkpoint["id"] = checkpoint_id
-            saved = saver.put(thread, checkpoint, {"source": "loop", "step": i, "parents": {}}, {})
-            for task in range(TASKS):  # ids of several digests, some past any id the range could end on
-                saver.put_writes(saved, [("n", checkpoint_id)], task_id=f"task-{i}-{task}")
-        listed = {t.config["configurable"]["checkpoint_id"]: sorted(t.pending_writes) for t in saver.list(thread)}
-        assert listed == {checkpoint_id: [(f"task-{i}-{task}", "n", checkpoint_id) for task in range(TASKS)]
-                          for i, checkpoint_id in enumerate(ids)}
-
-
 @given(ids=st.lists(st.text("ab./-0", min_size=0, max_size=4), min_size=1, max_size=6),
        write=st.text("ab./-0", max_size=6), ns=st.sampled_from(["", "p"]))
 def test_checkpoints_writes_range_spans_each_checkpoints_writes(ids: list[str], write: str, ns: str) -> None:
