@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import psycopg
@@ -33,8 +33,9 @@ from mnemostore.core.base64text import to_text
 from mnemostore.core.compression import inflate
 from mnemostore.core.errors import LockHeld, MigrationError, PendingMigrations, SchemaMismatch, StoreTooNew
 from mnemostore.core.filters import F
+from mnemostore.core.kinds import kinds
 from mnemostore.core.protocol import Backend
-from mnemostore.core.records import KINDS, Checkpoint
+from mnemostore.core.records import KINDS, Checkpoint, Record
 from mnemostore.core.store import open_backend
 from mnemostore.migrations import LayoutMigration, Runner
 from mnemostore.migrations.langgraph_items import LANGGRAPH_ITEMS_MIGRATION, LANGGRAPH_ITEMS_MIGRATION_ID
@@ -47,7 +48,7 @@ __all__ = ["postgres_server"]
 
 IDS = ["postgres.0001_tables", "postgres.0002_scope_indexes", "postgres.0003_compressed_docs",
        "postgres.0004_zstd_docs", "postgres.0005_payload_column", "postgres.0006_leaner_indexes",
-       "postgres.0007_latest_index"]
+       "postgres.0007_latest_index", "postgres.0008_inline_rows"]
 ALL = [*IDS, STATE_HASH_MIGRATION_ID, LANGGRAPH_ITEMS_MIGRATION_ID, LANGGRAPH_WRITES_MIGRATION_ID]
 LIBRARY_DOWN = [LANGGRAPH_WRITES_MIGRATION_ID, LANGGRAPH_ITEMS_MIGRATION_ID, STATE_HASH_MIGRATION_ID]
 """mnemostore's own migrations, newest first (as `down` reverts them)."""
@@ -121,11 +122,11 @@ def test_fresh_schema_gets_the_whole_history_on_open(postgres_server: PostgresTe
         assert [(e.id, e.how, e.transactional) for e in status.applied] == [
             (IDS[0], "applied", True), (IDS[1], "applied", False), (IDS[2], "applied", True),
             (IDS[3], "applied", True), (IDS[4], "applied", True), (IDS[5], "applied", False),
-            (IDS[6], "applied", False), (STATE_HASH_MIGRATION_ID, "applied", False),
+            (IDS[6], "applied", False), (IDS[7], "applied", True), (STATE_HASH_MIGRATION_ID, "applied", False),
             (LANGGRAPH_ITEMS_MIGRATION_ID, "applied", False), (LANGGRAPH_WRITES_MIGRATION_ID, "applied", False)]
         assert status.current
     schema = schema_of(url)
-    assert layout_version(postgres_server, schema) == 7
+    assert layout_version(postgres_server, schema) == 8
     columns, indexes = catalog(postgres_server, schema)
     assert {name for name, _ in indexes} >= SCOPE_INDEXES
     with closing(connect(postgres_server)) as conn:
@@ -184,6 +185,8 @@ def test_reverting_and_reapplying_the_history(postgres_server: PostgresTestServe
         assert runner.down() == [LANGGRAPH_WRITES_MIGRATION_ID]
         assert runner.down() == [LANGGRAPH_ITEMS_MIGRATION_ID]
         assert runner.down() == [STATE_HASH_MIGRATION_ID]
+        assert runner.down() == [IDS[7]]
+        assert layout_version(postgres_server, schema) == 7
         assert {"mnemo_checkpoint_run_latest"} == {name for name, _ in catalog(postgres_server, schema)[1]
                                                   if name.startswith("mnemo_checkpoint_run")}
         assert runner.down() == [IDS[6]]
@@ -322,11 +325,11 @@ def test_layout1_store_refuses_then_is_adopted_upgraded_and_reads_back(postgres_
             assert read_back(store) == sorted(expected_records(tenant), key=lambda r: (r["kind"], r["id"]))
             assert ledger_of(store.backend) == [(IDS[0], "adopted"), (IDS[1], "applied"), (IDS[2], "applied"),
                                                 (IDS[3], "applied"), (IDS[4], "applied"), (IDS[5], "applied"),
-                                                (IDS[6], "applied"),
+                                                (IDS[6], "applied"), (IDS[7], "applied"),
                                                 (STATE_HASH_MIGRATION_ID, "applied"),
                                                 (LANGGRAPH_ITEMS_MIGRATION_ID, "applied"),
                                                 (LANGGRAPH_WRITES_MIGRATION_ID, "applied")]
-    assert layout_version(postgres_server, schema) == 7
+    assert layout_version(postgres_server, schema) == 8
     after = catalog(postgres_server, schema)
     added_last = {column: n + 1 for n, column in enumerate(ADDED_COLUMNS)}
     assert after[0] == sorted([*before[0], *ADDED_COLUMNS], key=lambda c: (c[0], added_last.get(c, 0)))
@@ -377,7 +380,7 @@ def test_pre_ledger_code_refuses_a_store_with_newer_layout(postgres_server: Post
     url = postgres_server.url()
     mnemostore.open(url).close()
     names = old.Names(schema_of(url), "mnemo_", "public")
-    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 7"):
+    with closing(connect(postgres_server)) as conn, pytest.raises(SchemaMismatch, match="layout version is 8"):
         old.create_tables(conn, names)
     with backend_at(url) as backend:
         Runner(backend).down(IDS[0])  # back to layout 1: what the old code knows
@@ -457,7 +460,7 @@ def test_layout2_store_written_before_compression_upgrades_and_reads_back(postgr
         assert [c.parent_ids for c in chain] == [[], [chain[0].id], [chain[1].id]]
         assert get_byte0(raw_documents(postgres_server, schema, "checkpoint")[chain[2].id]) != b"{"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[1]) == [*LIBRARY_DOWN, IDS[6], IDS[5], IDS[4], IDS[3], IDS[2]]
+        assert Runner(backend).down(IDS[1]) == [*LIBRARY_DOWN, IDS[7], IDS[6], IDS[5], IDS[4], IDS[3], IDS[2]]
     assert layout_version(postgres_server, schema) == 2
     assert PARENT_COLUMN not in catalog(postgres_server, schema)[0]
     docs = raw_documents(postgres_server, schema, "checkpoint")
@@ -487,7 +490,7 @@ def test_layout4_zstd_documents_go_back_to_zlib_for_layout3_and_up_again(postgre
         saved = store.checkpoints.put([Checkpoint(run_id="run", state=big, state_hash="app-given")])[0]
     assert raw_documents(postgres_server, schema, "checkpoint")[saved.id][:4] == b"\x28\xb5\x2f\xfd"
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[2]) == [*LIBRARY_DOWN, IDS[6], IDS[5], IDS[4], IDS[3]]
+        assert Runner(backend).down(IDS[2]) == [*LIBRARY_DOWN, IDS[7], IDS[6], IDS[5], IDS[4], IDS[3]]
     assert layout_version(postgres_server, schema) == 3
     stored = raw_documents(postgres_server, schema, "checkpoint")[saved.id]
     assert orjson.loads(zlib.decompress(stored))["state"] == big
@@ -518,7 +521,7 @@ def test_layout5_payloads_fold_into_documents_for_layout4_and_move_back(postgres
     assert packed[saved[1].id] == b"\x00" + varied and packed[saved[3].id] is None
     assert all(b"payload" not in inflate(doc) for doc in raw_documents(postgres_server, schema, "checkpoint").values())
     with backend_at(url) as backend:
-        assert Runner(backend).down(IDS[3]) == [*LIBRARY_DOWN, IDS[6], IDS[5], IDS[4]]
+        assert Runner(backend).down(IDS[3]) == [*LIBRARY_DOWN, IDS[7], IDS[6], IDS[5], IDS[4]]
     assert layout_version(postgres_server, schema) == 4
     assert PAYLOAD_COLUMN not in catalog(postgres_server, schema)[0]
     docs = {id: orjson.loads(inflate(doc)) for id, doc in raw_documents(postgres_server, schema, "checkpoint").items()}
@@ -533,6 +536,73 @@ def test_layout5_payloads_fold_into_documents_for_layout4_and_move_back(postgres
         packed = dict(conn.execute(f'SELECT id, payload FROM "{schema}".mnemo_checkpoint').fetchall())
     assert packed[again.id] == b"\x00new" and packed[saved[0].id] is not None
 
+
+
+class Jotting(Record):
+    """An application's kind with a bytes field: its table is made by its first write."""
+
+    body: bytes = b""
+
+    kind: ClassVar[str] = "migrations_jotting"
+
+
+def toast_targets(server: PostgresTestServer, schema: str) -> dict[str, list[str] | None]:
+    """Each kind's table's storage parameters (the meta table left out)."""
+    with closing(connect(server)) as conn:
+        return dict(conn.execute("SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n "
+                                 "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r' "
+                                 "AND c.relname <> 'mnemo_meta'", (schema,)).fetchall())
+
+
+def toasted_bytes(server: PostgresTestServer, schema: str, table: str) -> int:
+    with closing(connect(server)) as conn:
+        row = conn.execute("SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE oid = %s::regclass",
+                           (f'"{schema}".{table}',)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_layout8_keeps_rows_whole_in_every_kinds_table_and_down_restores_the_default(
+        postgres_server: PostgresTestServer) -> None:
+    """Layout 8 sets `toast_tuple_target` on the built-in kinds' tables and on an application kind's
+    table made before it: a 3 KB row written after stays in its table (the TOAST table does not grow),
+    where at layout 7 it went to the TOAST table; its down resets them all; every row reads back."""
+    url = postgres_server.url()
+    schema = schema_of(url)
+    table = f"mnemo_{Jotting.kind}"
+    kind_tables = {f"mnemo_{kind}" for kind in KINDS} | {table}
+    bodies = {f"j{n}": random.Random(n).randbytes(3000) for n in range(6)}
+    mnemostore.register_kind(Jotting)
+    try:
+        with mnemostore.open(url) as store:
+            store.collection(Jotting).put([Jotting(id="j0", body=bodies["j0"])])
+        inline = ["toast_tuple_target=8160"]
+        assert toast_targets(postgres_server, schema)[table] == inline  # as its first write made it
+        with backend_at(url) as backend:
+            assert Runner(backend).down(IDS[6]) == [*LIBRARY_DOWN, IDS[7]]
+        assert layout_version(postgres_server, schema) == 7
+        assert {name: options for name, options in toast_targets(postgres_server, schema).items()
+                if name in kind_tables} == dict.fromkeys(kind_tables)
+        before = toasted_bytes(postgres_server, schema, table)
+        with closing(connect(postgres_server)) as conn:  # rows written at layout 7: out of line above ~2 KB
+            conn.execute(f'CREATE TEMP TABLE copies AS SELECT * FROM "{schema}".{table}')
+            for n in range(1, 4):
+                conn.execute("UPDATE copies SET id = %s", (f"c{n}",))
+                conn.execute(f'INSERT INTO "{schema}".{table} SELECT * FROM copies')
+        assert toasted_bytes(postgres_server, schema, table) > before
+        with backend_at(url) as backend:
+            Runner(backend).up()
+        assert layout_version(postgres_server, schema) == 8
+        targets = toast_targets(postgres_server, schema)
+        assert {name: targets[name] for name in kind_tables} == {name: inline for name in kind_tables}
+        before = toasted_bytes(postgres_server, schema, table)
+        with mnemostore.open(url) as store:
+            store.collection(Jotting).put([Jotting(id=f"j{n}", body=bodies[f"j{n}"]) for n in range(1, 6)])
+            copies = {f"c{n}": bodies["j0"] for n in range(1, 4)}
+            assert {j.id: j.body for j in store.collection(Jotting).all()} == {**bodies, **copies}
+        assert toasted_bytes(postgres_server, schema, table) == before
+    finally:
+        kinds.unregister(Jotting.kind)
 
 def test_a_filter_on_a_scope_value_uses_the_partial_index_and_missing_values_are_kept(
         postgres_server: PostgresTestServer) -> None:

@@ -53,6 +53,10 @@ fit a btree key); an equality filter on one also compares that prefix, so it can
 SCOPE_COLUMNS = frozenset({"agent", "project_id"})
 COMPRESS_AT = 2048
 """Documents this large or larger are stored compressed (about where TOAST would start)."""
+INLINE_ROW_BYTES = 8160
+"""A kind's table's `toast_tuple_target` (layout 8; PostgreSQL's largest): a row up to this size stays in
+its page whole. At the default (~2 KB) a row of a few KB, such as a LangGraph task's writes, had its
+EXTERNAL bytes moved to the TOAST table: one more heap and index insert per write, a TOAST read per read."""
 LIST_COLUMNS: dict[str, tuple[str, ...]] = {"checkpoint": ("parent_ids",)}
 """Fields that are lists of ids kept in a `text[]` column of their own (not filterable)."""
 

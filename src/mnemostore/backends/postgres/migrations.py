@@ -304,7 +304,51 @@ _LATEST_INDEX = LayoutMigration(
     ),
 )
 
+
+
+def _inline_rows(backend: Any) -> None:
+    """Up to layout 8 (a function: an application's kinds' tables are named by the store's recorded
+    kinds, not by these templates): every kind's table keeps rows up to `INLINE_ROW_BYTES` whole in
+    its pages. A storage parameter: rows written before stay where they are; no table is rewritten."""
+    _set_toast_target(backend, "SET (toast_tuple_target = {})", 8)
+
+
+def _toasted_rows(backend: Any) -> None:
+    """Down from layout 8: every kind's table back at PostgreSQL's default `toast_tuple_target`."""
+    _set_toast_target(backend, "RESET (toast_tuple_target)", 7)
+
+
+def _set_toast_target(backend: Any, change: str, version: int) -> None:
+    """`ALTER TABLE ... <change>` on each kind's table this store has (the built-in kinds' and those
+    of the application kinds it recorded), then `layout_version`, in one transaction. (The checksum
+    covers this source: the statements are all here.)"""
+    from psycopg import sql
+
+    from ...core.declarations import stored_declarations
+    from .layout import INLINE_ROW_BYTES
+
+    names = backend.names
+    kinds = sorted({*_KINDS, *stored_declarations(backend)})
+    with backend._transaction() as conn:
+        conn.execute("SET LOCAL statement_timeout = 0")
+        for kind in kinds:
+            table = names.table(names.prefix + kind)
+            if conn.execute("SELECT to_regclass(%s)", (table.as_string(conn),)).fetchone() != (None,):
+                conn.execute(sql.SQL("ALTER TABLE {} " + change).format(table, sql.Literal(INLINE_ROW_BYTES)))
+        conn.execute(names.render(_set_layout_version(version)))
+
+
+_INLINE_ROWS = LayoutMigration(
+    "postgres.0008_inline_rows",
+    backend="postgres",
+    description="every kind's table keeps a row of up to 8160 bytes whole in its page (toast_tuple_target): at "
+                "PostgreSQL's 2 KB a row such as a LangGraph task's writes (2-3 KB) had its bytes moved to the "
+                "TOAST table, one more insert per write and one more read per read; rows written before stay",
+    up=_inline_rows,
+    down=_toasted_rows,
+)
+
 HISTORY: tuple[LayoutMigration, ...] = (_TABLES, _SCOPE_INDEXES, _COMPRESSED_DOCS, _ZSTD_DOCS, _PAYLOAD_COLUMN,
-                                        _LEANER_INDEXES, _LATEST_INDEX)
+                                        _LEANER_INDEXES, _LATEST_INDEX, _INLINE_ROWS)
 NEWEST_LAYOUT_VERSION = len(HISTORY)
 """The `layout_version` the newest step sets; a store with a larger one is refused."""

@@ -24,7 +24,16 @@ from ...core.codec import parse_fields
 from ...core.declarations import backfill_value
 from ...core.errors import BackendError, MigrationError, SchemaMismatch, StoreTooNew
 from ...core.kinds import kind_names, secondary_indexes
-from .layout import COLUMN_TYPES, SCOPE_COLUMNS, SCOPE_PREFIX, KindLayout, decode_doc, layout, offset_column
+from .layout import (
+    COLUMN_TYPES,
+    INLINE_ROW_BYTES,
+    SCOPE_COLUMNS,
+    SCOPE_PREFIX,
+    KindLayout,
+    decode_doc,
+    layout,
+    offset_column,
+)
 
 if TYPE_CHECKING:
     from ...core.declarations import KindChange
@@ -240,9 +249,10 @@ def index_name(table: str, fields: Sequence[str]) -> str:
 def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind_layout: KindLayout,
                 policies: list[str]) -> None:
     """Create an application's kind's table at the newest layout (what the layout history gives a
-    built-in kind: typed columns, offsets, bytes columns, EXTERNAL documents, the default order and
-    scope indexes) with its declared indexes and `policies` (row-level security), in one
-    transaction under the store's DDL lock; nothing if it exists. Its vectors are typed after."""
+    built-in kind: typed columns, offsets, bytes columns, EXTERNAL documents, rows whole up to
+    `INLINE_ROW_BYTES`, the default order and scope indexes) with its declared indexes and `policies`
+    (row-level security), in one transaction under the store's DDL lock; nothing if it exists. Its
+    vectors are typed after."""
     table = names.table(kind_layout.table)
     columns = [sql.SQL("{} {}").format(sql.Identifier(name), sql.SQL(COLUMN_TYPES[kind_layout.types[name]]))
                for name in kind_layout.fields]
@@ -250,8 +260,9 @@ def create_kind(conn: psycopg.Connection[tuple[object, ...]], names: Names, kind
     columns += [sql.SQL("{} bytea").format(sql.Identifier(name)) for name in kind_layout.binary]
     statements: list[sql.Composed] = [sql.SQL(
         "CREATE TABLE {} (tenant text COLLATE \"C\" NOT NULL, id text COLLATE \"C\" NOT NULL, {}, doc bytea NOT NULL, "
-        "metadata jsonb NOT NULL, embedding {}, PRIMARY KEY (tenant, id))").format(
-        table, sql.SQL(", ").join(columns), sql.Identifier(names.vector_schema, "vector"))]
+        "metadata jsonb NOT NULL, embedding {}, PRIMARY KEY (tenant, id)) WITH (toast_tuple_target = {})").format(
+        table, sql.SQL(", ").join(columns), sql.Identifier(names.vector_schema, "vector"),
+        sql.Literal(INLINE_ROW_BYTES))]
     statements += [sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE EXTERNAL").format(table, sql.Identifier(name))
                    for name in ("doc", *kind_layout.binary)]
     statements += [index_sql(names, kind_layout, fields) for fields in secondary_indexes(kind_layout.cls)]
