@@ -94,8 +94,8 @@ def _record(timings: dict[str, list[float]], key: str, fn: Callable[[], object])
 
 
 def _read_in_turns(timings: dict[str, list[float]], reads: Reads, n: int, few: int, first: bool) -> None:
-    """Each of `READS` taking turns with raw sqlite3's (`record_turns`), ours making the first call of each
-    turn if `first` (which goes first changes every repeat)."""
+    """Each of `READS` taking turns with raw sqlite3's (`record_turns`, whose lead moves each call), ours
+    leading the first turn if `first` (which changes every repeat)."""
     for ours, raw, is_few in READS:
         gc.collect()
         pair = (ours, raw) if first else (raw, ours)
