@@ -52,7 +52,8 @@ SCOPE_PREFIX = 64
 fit a btree key); an equality filter on one also compares that prefix, so it can use it."""
 SCOPE_COLUMNS = frozenset({"agent", "project_id"})
 COMPRESS_AT = 2048
-"""Documents this large or larger are stored compressed (about where TOAST would start)."""
+"""Documents this large or larger are stored compressed (where TOAST starts at PostgreSQL's default; since
+layout 8 a row stays whole up to `INLINE_ROW_BYTES`, and a compressed document still writes less WAL)."""
 INLINE_ROW_BYTES = 8160
 """A kind's table's `toast_tuple_target` (layout 8; PostgreSQL's largest): a row up to this size stays in
 its page whole. At the default (~2 KB) a row of a few KB, such as a LangGraph task's writes, had its

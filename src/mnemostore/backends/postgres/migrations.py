@@ -305,12 +305,12 @@ _LATEST_INDEX = LayoutMigration(
 )
 
 
-
 def _inline_rows(backend: Any) -> None:
     """Up to layout 8 (a function: an application's kinds' tables are named by the store's recorded
-    kinds, not by these templates): every kind's table keeps rows up to `INLINE_ROW_BYTES` whole in
-    its pages. A storage parameter: rows written before stay where they are; no table is rewritten."""
-    _set_toast_target(backend, "SET (toast_tuple_target = {})", 8)
+    kinds, not by these templates): every kind's table keeps rows up to 8160 bytes whole in its pages
+    (`layout.INLINE_ROW_BYTES`, written out here: a step is frozen). A storage parameter: rows written
+    before stay where they are; no table is rewritten."""
+    _set_toast_target(backend, "SET (toast_tuple_target = 8160)", 8)
 
 
 def _toasted_rows(backend: Any) -> None:
@@ -325,7 +325,6 @@ def _set_toast_target(backend: Any, change: str, version: int) -> None:
     from psycopg import sql
 
     from ...core.declarations import stored_declarations
-    from .layout import INLINE_ROW_BYTES
 
     names = backend.names
     kinds = sorted({*_KINDS, *stored_declarations(backend)})
@@ -334,7 +333,7 @@ def _set_toast_target(backend: Any, change: str, version: int) -> None:
         for kind in kinds:
             table = names.table(names.prefix + kind)
             if conn.execute("SELECT to_regclass(%s)", (table.as_string(conn),)).fetchone() != (None,):
-                conn.execute(sql.SQL("ALTER TABLE {} " + change).format(table, sql.Literal(INLINE_ROW_BYTES)))
+                conn.execute(sql.SQL("ALTER TABLE {} {}").format(table, sql.SQL(change)))
         conn.execute(names.render(_set_layout_version(version)))
 
 
