@@ -166,11 +166,9 @@ def _bench_pair(results: Results, engine: str, theirs_name: str, pair: dict[str,
             ("list10", f"list limit={LIST_LIMIT} ({size}) x{few:,}, thread of {n:,}", "ms", few),
             ("writes", f"put_writes x{n:,} (3 channels, {writes:.1f} KB{kind})", "rec/s", n))
     for what, label, unit, per in rows:
-        note = turns_note(m, f"ours_{what}", f"theirs_{what}") if what in READS else ""
-        by = "_mean" if what in MEANS else ""
-        if by:
-            note = (f"means of a call, the sides taking turns; medians "
-                    f"{m[f'theirs_{what}'] / m[f'ours_{what}']:.2f}x")
+        by_mean = what in MEANS
+        note = turns_note(m, f"ours_{what}", f"theirs_{what}", by_mean=by_mean) if what in READS + MEANS else ""
+        by = "_mean" if by_mean else ""
         results.add(at_least(Row(f"langgraph {engine}: MnemostoreSaver {label}", m[f"ours_{what}{by}"],
                                  m[f"theirs_{what}{by}"], unit=unit, per=per, baseline_name=theirs_name, note=note)))
 

@@ -140,8 +140,11 @@ def record_turns(timings: dict[str, list[float]], fns: dict[str, Callable[[int],
         timings.setdefault(f"{key}_mean", []).append(statistics.fmean(values) * calls)
 
 
-def turns_note(m: dict[str, float], ours: str, theirs: str) -> str:
-    """A row's note for reads timed by `record_turns`: the ratio of their means."""
+def turns_note(m: dict[str, float], ours: str, theirs: str, *, by_mean: bool = False) -> str:
+    """A row's note for calls timed by `record_turns`: the ratio of their means (of their medians where the
+    row compares means, `by_mean`)."""
+    if by_mean:
+        return f"means of a call, the sides taking turns; medians {m[theirs] / m[ours]:.2f}x"
     return f"medians of a call, the sides taking turns; means {m[theirs + '_mean'] / m[ours + '_mean']:.2f}x"
 
 

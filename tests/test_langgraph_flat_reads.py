@@ -141,7 +141,6 @@ def test_flat_reads_give_what_the_collection_gives(new_url: Callable[[], str], s
         assert flat[-1] is None
 
 
-
 TASKS = 4
 
 
