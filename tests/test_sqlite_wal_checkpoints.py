@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import mnemostore
-from mnemostore.backends.sqlite import shm_descriptors, wal_checkpoints
+from mnemostore.backends.sqlite import connections, open_descriptors, shm_descriptors, wal_checkpoints
 from mnemostore.core.flocks import Flock
 
 KB = 1024
@@ -122,6 +122,43 @@ def test_below_beside_the_thread_waits_for_the_writers_to_pause(tmp_path: Path,
         assert store.outcomes.count() == 240
 
 
+def test_past_beside_the_thread_finishes_the_wal_with_the_writers_held(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits that never pause and a LIMIT out of reach: only the thread, copying the last frames with this
+    process's writers held, can bring a checkpoint to the WAL's end, and SQLite then resets the WAL."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "BESIDE", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**40)
+    monkeypatch.setattr(wal_checkpoints, "IDLE", 30.0)
+    monkeypatch.setattr(wal_checkpoints, "FINISH", 2**40)
+    held: list[int] = []
+    holding = connections.Connections._holding_writers
+
+    def counted(pool: connections.Connections) -> threading.RLock:
+        held.append(1)
+        return holding(pool)
+
+    monkeypatch.setattr(connections.Connections, "_holding_writers", counted)
+    db = tmp_path / "store.db"
+    counted_bytes: list[int] = []
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        deadline = time.monotonic() + 20
+        batch = 0
+        while time.monotonic() < deadline:
+            store.outcomes.put([{"task_type": "t", "success": True, "strategy_used": "x" * 2_000,
+                                 "id": f"{batch}-{i}"} for i in range(4)])
+            fd = shm_descriptors.descriptor(f"{db}-shm")
+            counted_bytes.append(-1 if fd is None else (wal_checkpoints.wal_bytes(fd) or 0))
+            batch += 1
+            if held and any(after < before for before, after in itertools.pairwise(counted_bytes)):
+                break
+        assert held  # the thread finished with the writers held
+        assert any(after < before for before, after in itertools.pairwise(counted_bytes))  # and the WAL was reset
+        assert store.outcomes.count() == 4 * batch
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
 @pytest.mark.parametrize("thread", ["running", "stalled", "no shared memory read"])
 def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str) -> None:
     """Past LIMIT a writer checkpoints itself with the process's writers held back, so SQLite resets
@@ -208,6 +245,18 @@ print(conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
 """
 
 
+def held_snapshot(db: Path) -> sqlite3.Connection:
+    """A connection to a new WAL database `db` (a table `t` of one row) holding an open read: a snapshot the
+    WAL must keep, so another process's TRUNCATE checkpoint (`_CHECKPOINT_TRUNCATE`) stays busy."""
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("PRAGMA journal_mode = WAL")
+    reader.execute("CREATE TABLE t (x)")
+    reader.execute("INSERT INTO t VALUES (1)")
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM t").fetchone() == (1,)
+    return reader
+
+
 def test_reading_the_wal_index_header_keeps_this_process_s_sqlite_locks(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """POSIX locks go with any close of a descriptor of their file: a header read that closed its own
@@ -216,12 +265,7 @@ def test_reading_the_wal_index_header_keeps_this_process_s_sqlite_locks(
     TRUNCATE checkpoint busy through header reads, re-lookups and the close of a store on the file."""
     monkeypatch.setattr(wal_checkpoints, "REOPEN", 2)
     db = tmp_path / "store.db"
-    reader = sqlite3.connect(db, isolation_level=None)
-    reader.execute("PRAGMA journal_mode = WAL")
-    reader.execute("CREATE TABLE t (x)")
-    reader.execute("INSERT INTO t VALUES (1)")
-    reader.execute("BEGIN")
-    assert reader.execute("SELECT count(*) FROM t").fetchone() == (1,)  # a snapshot the WAL must keep
+    reader = held_snapshot(db)
 
     def truncate_elsewhere() -> str:
         return subprocess.run([sys.executable, "-c", _CHECKPOINT_TRUNCATE, str(db)], capture_output=True,
@@ -239,10 +283,31 @@ def test_reading_the_wal_index_header_keeps_this_process_s_sqlite_locks(
     reader.execute("COMMIT")
     reader.close()
 
+@pytest.mark.skipif(not any(os.path.isdir(d) for d in ("/proc/self/fd", "/dev/fd")),
+                    reason="no listing of the process's descriptors here")
+def test_a_sync_beside_sqlite_uses_its_descriptor_and_keeps_its_locks(tmp_path: Path) -> None:
+    """The thread syncs the database file through a descriptor SQLite opened: it finds one while a connection
+    has the file open, opens and closes none (a close would drop SQLite's locks: another process's TRUNCATE
+    checkpoint must stay busy behind a snapshot held here), and finds none once every connection closed."""
+    db = tmp_path / "store.db"
+    reader = held_snapshot(db)
+    listing = next(d for d in ("/proc/self/fd", "/dev/fd") if os.path.isdir(d))
+    before = set(os.listdir(listing))
+    assert open_descriptors.sync_open_file(str(db))
+    assert set(os.listdir(listing)) == before
+    truncate = subprocess.run([sys.executable, "-c", _CHECKPOINT_TRUNCATE, str(db)], capture_output=True,
+                              text=True, timeout=60, check=True)
+    assert truncate.stdout.strip() == "1"  # busy: the reader's locks held
+    reader.execute("COMMIT")
+    reader.close()
+    assert not open_descriptors.sync_open_file(str(db))
+    assert not open_descriptors.sync_open_file(str(tmp_path / "missing.db"))
+
+
 _WRITER = """
 import sys
 import mnemostore
-from mnemostore.backends.sqlite import shm_descriptors, wal_checkpoints
+from mnemostore.backends.sqlite import connections, open_descriptors, shm_descriptors, wal_checkpoints
 wal_checkpoints.START = 32 * 1024
 wal_checkpoints.LIMIT = 1024 * 1024
 with mnemostore.open(f"sqlite:///{sys.argv[1]}") as store:

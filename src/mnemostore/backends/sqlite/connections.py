@@ -88,11 +88,15 @@ class Connections:
         self._lock = threading.Lock()
         self._forks = _forks
         self._closed = False
-        self._checkpoints = WalCheckpoints(path, self._connect)
+        self._checkpoints = WalCheckpoints(path, self._connect, self._holding_writers)
         self._writer: sqlite3.Connection | None = None
         """The connection writes use, touched only under the file's writer lock (`_take_writer`); reads borrow
         it when no write has it (`_borrow_writer`)."""
         self._writer_forks = _forks
+
+    def _holding_writers(self) -> threading.RLock:
+        """This process's writers to the file, held back while the lock is (`WalCheckpoints`)."""
+        return _writer_lock(self._file_key)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
@@ -120,7 +124,7 @@ class Connections:
                 raise StoreClosed(f"the SQLite store at {self.path} is closed")
             if _forks != self._forks:  # forked: the parent's connections and thread are not ours to use
                 self._idle, self._forks = [], _forks
-                self._checkpoints = WalCheckpoints(self.path, self._connect)
+                self._checkpoints = WalCheckpoints(self.path, self._connect, self._holding_writers)
             conn = self._idle.pop() if self._idle else None
         return self._connect() if conn is None else conn
 
