@@ -73,7 +73,7 @@ BESIDE = 24 * 1024 * 1024
 to pause (`IDLE`) first. A larger WAL costs disk (its file is kept up to `JOURNAL_SIZE_LIMIT`) and a little
 of each read until it is copied (every page is looked up in it first). At 32 MB, half of `LIMIT`, commits of
 ~50 KB outran the thread's checkpoints to `LIMIT` before `FINISH` was in reach (the measure in the module's doc);
-a run of 500 such saves (~32 MB) now meets checkpoints beside it: 1.11-1.16x `SqliteSaver.put` against 1.15x."""
+a run of 500 such saves now meets checkpoints beside it near its end: 1.11-1.16x `SqliteSaver.put` against 1.15x."""
 LIMIT = 64 * 1024 * 1024
 """WAL bytes past which the committing writer checkpoints itself (above `BESIDE`). The thread's checkpoints
 run beside commits, so they rarely copy the last frames and SQLite seldom resets the WAL after them: a
