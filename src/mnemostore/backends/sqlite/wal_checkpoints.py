@@ -120,6 +120,12 @@ the database (u32 at 96, in the checkpoint information after the header's two co
 bytes of the WAL-index."""
 
 
+def _frame_bytes(page: int) -> int:
+    """The bytes of one WAL frame (a 24-byte header and a page) for the WAL-index's page size field (1
+    stands for 65,536)."""
+    return (65536 if page == 1 else page) + 24
+
+
 def all_copied(fd: int) -> bool:
     """Whether every frame of the WAL is already in the database (or the WAL-index is unreadable), from
     the WAL-index read through `fd`: a checkpoint has nothing to do then, and must not start
@@ -137,7 +143,7 @@ def bytes_left(fd: int) -> int:
         page, frames, copied = _COPIED.unpack(os.pread(fd, _COPIED.size, 0))
     except (OSError, struct.error):
         return 0
-    return max(frames - copied, 0) * ((65536 if page == 1 else page) + 24)
+    return max(frames - copied, 0) * _frame_bytes(page)
 
 
 def wal_bytes(fd: int) -> int | None:
@@ -151,7 +157,7 @@ def wal_bytes(fd: int) -> int | None:
         page, frames = _PAGE_AND_FRAMES.unpack(os.pread(fd, _HEADER, 0))
     except (OSError, struct.error):  # unreadable, or shorter than the header
         return None
-    return 32 + frames * ((65536 if page == 1 else page) + 24)  # the WAL's header, then frames (24-byte header + page)
+    return 32 + frames * _frame_bytes(page)  # the WAL's 32-byte header, then its frames
 
 
 class WalCheckpoints:
