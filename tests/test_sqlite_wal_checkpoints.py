@@ -159,6 +159,44 @@ def test_past_beside_the_thread_finishes_the_wal_with_the_writers_held(
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+def read_calls() -> int:
+    """This process's read system calls so far (Linux's `/proc/self/io`); reading it counts one or two."""
+    return int(Path("/proc/self/io").read_text().split("syscr:")[1].split()[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts read system calls in /proc/self/io (Linux)")
+def test_a_read_after_the_thread_s_checkpoints_goes_through_the_memory_map(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite sizes a connection's memory map at its first read of the file and maps anew only after another
+    connection's commit: the states the thread's checkpoints appended to the file since are then read with a
+    system call per page, unless the reading connection maps the file anew (`Connections._map_anew`)."""
+    monkeypatch.setattr(wal_checkpoints, "START", 64 * KB)
+    monkeypatch.setattr(wal_checkpoints, "LIMIT", 2**40)  # no checkpoint of the writer's own, which would map anew
+    monkeypatch.setattr(wal_checkpoints, "IDLE", 0.01)
+    db = tmp_path / "store.db"
+    with mnemostore.open(f"sqlite:///{db}") as store:
+        cps = store.checkpoints
+
+        def save_copied(states: int) -> list[str]:
+            """Save `states` of 40 KB, then wait until the thread copied them into the file."""
+            ids = [cps.save("run", {"text": os.urandom(20_000).hex()}, parent=None).id for _ in range(states)]
+            deadline = time.monotonic() + 10
+            while (copied := wal_frames_and_copied(db))[1] < copied[0] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert copied[1] == copied[0]
+            return ids
+
+        early = save_copied(2)
+        assert cps.get(early[0]) is not None  # the writer connection maps the file, two states long
+        ids = save_copied(500)  # 20 MB: the first ones are no longer in the writer's page cache (16 MB)
+        idle = -read_calls() + read_calls()
+        before = read_calls()
+        loaded = cps.get(ids[15])
+        calls = read_calls() - before - idle
+        assert loaded is not None and len(loaded.state["text"]) == 40_000
+        assert calls <= 2, f"{calls} read system calls for a 40 KB state"
+
+
 @pytest.mark.parametrize("thread", ["running", "stalled", "no shared memory read"])
 def test_writers_keep_the_wal_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str) -> None:
     """Past LIMIT a writer checkpoints itself with the process's writers held back, so SQLite resets

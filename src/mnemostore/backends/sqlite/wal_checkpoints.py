@@ -184,6 +184,9 @@ class WalCheckpoints:
         self._size = 0
         self._due = START
         self._last_commit = 0.0
+        self.copies = 0
+        """How many checkpoints this process ran into the database file, which each may lengthen: a connection
+        that mapped the file before the last one maps less than the file now holds (`Connections._map_anew`)."""
 
     def after_commit(self) -> bool:
         """Called by a writer after its commit: whether it must checkpoint itself (the WAL is past `LIMIT`)."""
@@ -307,6 +310,7 @@ class WalCheckpoints:
                     busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 except sqlite3.Error:
                     return True
+                self.copies += 1
         return bool(frames < 0 or (not busy and copied >= frames))
 
     def close(self) -> None:
