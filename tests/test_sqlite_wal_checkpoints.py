@@ -181,9 +181,10 @@ def test_a_read_after_the_thread_s_checkpoints_goes_through_the_memory_map(
             """Save `states` of 40 KB, then wait until the thread copied them into the file."""
             ids = [cps.save("run", {"text": os.urandom(20_000).hex()}, parent=None).id for _ in range(states)]
             deadline = time.monotonic() + 10
-            while (copied := wal_frames_and_copied(db))[1] < copied[0] and time.monotonic() < deadline:
+            while (wal := wal_frames_and_copied(db))[1] < wal[0] and time.monotonic() < deadline:
                 time.sleep(0.01)
-            assert copied[1] == copied[0]
+            frames, copied = wal
+            assert copied == frames
             return ids
 
         early = save_copied(2)
