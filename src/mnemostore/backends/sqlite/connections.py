@@ -302,7 +302,7 @@ class Connections:
         """Have the writer connection, borrowed for a read, map the file again at its size now: SQLite sizes a
         connection's memory map at its first read of the file and renews it only after another connection's
         commit, which the writer never sees, so every page our checkpoints (`WalCheckpoints`) appended since was
-        read with a system call (a 50 KB state's load by id measured 0.84-0.86x raw sqlite3's, 0.97-0.99x mapped
+        read with a system call (a 50 KB state's load by id measured 0.82-0.87x raw sqlite3's, 0.96-1.02x mapped
         anew). Once per checkpoint at most."""
         copies = self._checkpoints.copies
         try:
