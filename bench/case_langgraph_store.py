@@ -1,13 +1,14 @@
 """LangGraph long-term memory through `MnemostoreStore` vs LangGraph's `SqliteStore`, `PostgresStore`
 and `InMemoryStore`.
 
-Each store gets the same n items (value {"text", "topic", "n"}) put one call at a time, as agents
-write memories, then (a second fresh store) in one `batch` of `PutOp`s; then filtered searches and,
-where both sides index the text, query searches (top 10). Embeddings come from a precomputed table,
-so embedding costs nothing for anyone. Both sides of a comparison index alike: `SqliteStore` indexes
-through sqlite-vec, which needs a sqlite3 able to load extensions; without one both sides run
-without an index (the row says so). Fresh stores every repeat: a new SQLite file, or a new
-PostgreSQL schema on the group's server.
+Each store gets the same n items (value {"text", "topic", "n"}) put one call at a time, as agents write
+memories, then each put again over its key with a changed `n` (an agent updating a memory: the stored
+item replaced, its `created_at` kept), then (a second fresh store) in one `batch` of `PutOp`s; then
+filtered searches and, where both sides index the text, query searches (top 10). Embeddings come from a
+precomputed table, so embedding costs nothing for anyone. Both sides of a comparison index alike:
+`SqliteStore` indexes through sqlite-vec, which needs a sqlite3 able to load extensions; without one
+both sides run without an index (the row says so). Fresh stores every repeat: a new SQLite file, or a
+new PostgreSQL schema on the group's server.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ def _bench_peer(results: Results, engine: str, peer: _Peer, items: list[Item], r
     if peer.indexed:
         ops["query"] = lambda s: lambda i: s.search(("memories",), query=f"query {i}", limit=K)
     t: dict[str, list[float]] = {}
+    changed = [(namespace, key, {**value, "n": -value["n"]}) for namespace, key, value in items]
     sides = [("ours", peer.ours), ("theirs", peer.theirs)]
     name = peer.name.lower()
     for r in range(repeat):
@@ -172,6 +174,7 @@ def _bench_peer(results: Results, engine: str, peer: _Peer, items: list[Item], r
                 single = stack.enter_context(make(f"{name}_{r}_{who}_single"))
                 batch = stack.enter_context(make(f"{name}_{r}_{who}_batch"))
                 t.setdefault(f"{who}_put", []).append(timed_clean(partial(_put_each, single, items)))
+                t.setdefault(f"{who}_overwrite", []).append(timed_clean(partial(_put_each, single, changed)))
                 t.setdefault(f"{who}_batch", []).append(timed_clean(partial(_put_batch, batch, items)))
                 for what, op in ops.items():
                     gc.collect()
@@ -181,6 +184,7 @@ def _bench_peer(results: Results, engine: str, peer: _Peer, items: list[Item], r
     n = len(items)
     scope = engine if peer.indexed or not peer.targets else f"{engine}, no index"
     rows = (("put", f"put x{n:,}, one call each", "rec/s", n, True),
+            ("overwrite", f"put x{n:,} over stored keys, one call each", "rec/s", n, True),
             ("batch", f"put x{n:,} in one batch", "rec/s", n, True),
             ("filter", f"search by filter, top {K} of {n:,}", "ms", 1, True),
             ("query", f"search by query, top {K} of {n:,}", "ms", 1, False))
@@ -204,9 +208,10 @@ def _put_batch(store: LgStore, items: list[Item]) -> None:
 
 
 def _check(who: str, store: LgStore, items: list[Item], indexed: bool) -> None:
-    """Every store found the same things: the first item by key, ten of a topic, ten by query."""
+    """Every store found the same things: the first item by key (as its overwrite left it), ten of a topic,
+    ten by query."""
     namespace, key, value = items[0]
-    assert store.get(namespace, key).value == value, f"{who}: wrong item"
+    assert store.get(namespace, key).value == {**value, "n": -value["n"]}, f"{who}: wrong item"
     found = store.search(("memories",), filter={"topic": TOPICS[3]}, limit=K)
     assert len(found) == K and all(x.value["topic"] == TOPICS[3] for x in found), f"{who}: wrong filter search"
     if indexed:

@@ -95,10 +95,11 @@ def _peeled(side: str, saver: Any) -> Callable[..., None]:
     return partial(_bespoke, saver.serde, conn, sql)
 
 
-def _records(saver: Any, config: Any, task: Any, task_id: str) -> tuple[list[Any], bool]:
-    """The write records `put_writes` stores (made of `mapping.write_fields`' fields), and whether kept if stored."""
+def _records(saver: Any, config: Any, task: Any, task_id: str) -> tuple[list[Any], str]:
+    """The write records `put_writes` stores (made of `mapping.write_fields`' fields), and what their INSERT does
+    with a stored row (`schema.Conflict`)."""
     groups, keep = saver._writes(config, task, task_id, "")
-    return [mapping.write_of_fields(fields, plain) for fields, plain in groups], keep
+    return [mapping.write_of_fields(fields, plain) for fields, plain in groups], "keep" if keep else "replace"
 
 
 def _from_records(saver: Any, conn: sqlite3.Connection, sql: str, config: Any, task: Any, task_id: str) -> None:

@@ -381,11 +381,13 @@ def test_multi_row_inserts_bind_no_more_variables_than_sqlite_allows() -> None:
         conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 20)  # 6 rows of 3 a statement at most
         conn.execute("CREATE TABLE t (a, b, c UNIQUE)")
 
-        def inserts(keep_existing: bool, n: int) -> str:
+        def inserts(conflict: str, n: int) -> str:
             assert 3 * n <= 20
-            return f"INSERT INTO t VALUES {', '.join(['(?, ?, ?)'] * n)}{' ON CONFLICT DO NOTHING' * keep_existing}"
+            keep = conflict == "keep"
+            return f"INSERT INTO t VALUES {', '.join(['(?, ?, ?)'] * n)}{' ON CONFLICT DO NOTHING' * keep}"
 
         rows = [(i, -i, i) for i in range(50)]
-        assert schema.insert_rows(conn, inserts, rows, False) == 50
-        assert schema.insert_rows(conn, inserts, [*rows[:10], (99, 0, 99)], True) == 1  # the new row alone
+        schema.insert_rows(conn, inserts, rows, "replace")
+        assert conn.execute("SELECT count(*), sum(b) FROM t").fetchone() == (50, -sum(range(50)))
+        schema.insert_rows(conn, inserts, [*[(i, 7, i) for i in range(10)], (99, 0, 99)], "keep")  # the new row alone
         assert conn.execute("SELECT count(*), sum(b) FROM t").fetchone() == (51, -sum(range(50)))

@@ -76,7 +76,7 @@ def test_batches_write_none_as_null_in_the_statement_and_read_back_equal(
         assert [found[record.id].model_dump() for record in batch] == [record.model_dump() for record in batch]
         prepared = store.backend._written_kind(kind)  # type: ignore[attr-defined]
         rows = [prepared.encode(record) for record in batch]
-        sql, lean = prepared.batch_insert(rows, False)
+        sql, lean = prepared.batch_insert(rows, "replace")
         every = [i for i in prepared.nullable if all(row[i] is None for row in rows)]
         assert sql.count("NULL") == len(every) and all(len(row) == len(rows[0]) - len(every) for row in lean)
 
@@ -103,7 +103,7 @@ def test_a_lone_record_writes_none_as_null_in_the_statement_and_reads_back_equal
         assert collection.get(record.id).model_dump() == expected.model_dump()  # type: ignore[union-attr]
         prepared = store.backend._written_kind(kind)  # type: ignore[attr-defined]
         row = prepared.encode(record)
-        sql, lean = prepared.one_insert(row, how == "keep_existing")
+        sql, lean = prepared.one_insert(row, "keep" if how == "keep_existing" else "replace")
         assert sql.count("NULL") == sum(value is None for value in row) == len(row) - len(lean)
         assert [value for value in row if value is not None] == list(lean)
         with closing(sqlite3.connect(path)) as conn:  # the document is a BLOB, whatever object bound it

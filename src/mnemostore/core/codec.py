@@ -21,6 +21,7 @@ import orjson
 import ormsgpack
 from pydantic import BaseModel
 
+from . import compression
 from .base64text import from_text, to_text
 from .compression import FRAMED, inflate
 from .jsonvalues import take_proven, take_proven_msgpack
@@ -134,10 +135,36 @@ def stored_fields(document: bytes) -> dict[str, Any]:
         if document[:1] != FRAMED:
             return orjson.loads(document)  # type: ignore[no-any-return]
     view = memoryview(document)
-    end = _FRAME_HEAD + int.from_bytes(view[1:_FRAME_HEAD], "little")
+    end = _frame_end(view)
     data: dict[str, Any] = orjson.loads(view[_FRAME_HEAD:end])
     data["state"] = ormsgpack.unpackb(view[end:])
     return data
+
+
+def _frame_end(framed: bytes | memoryview) -> int:
+    """Where a framed document's JSON ends and its msgpack state starts."""
+    return _FRAME_HEAD + int.from_bytes(framed[1:_FRAME_HEAD], "little")
+
+
+def with_created_at_of(document: bytes, stored: bytes) -> bytes:
+    """`document` holding the `created_at` that `stored` holds, in the form `document` came in (plain,
+    framed, compressed): a replace keeping a record's first time, without its record rebuilt. The time is
+    moved as the text it was stored as (its offset kept); a framed state is moved as it is."""
+    inflated = inflate(stored)
+    head_of_stored = memoryview(inflated)[_FRAME_HEAD:_frame_end(inflated)] if inflated[:1] == FRAMED else inflated
+    at = orjson.loads(head_of_stored)["created_at"]
+    plain = inflate(document)
+    if plain[:1] == FRAMED:
+        end = _frame_end(plain)
+        head = orjson.loads(memoryview(plain)[_FRAME_HEAD:end])
+        head["created_at"] = at
+        dumped = orjson.dumps(head)
+        patched = b"".join((FRAMED, len(dumped).to_bytes(4, "little"), dumped, memoryview(plain)[end:]))
+    else:
+        fields = orjson.loads(plain)
+        fields["created_at"] = at
+        patched = orjson.dumps(fields)
+    return patched if plain is document else compression.deflate(patched, threshold=0)
 
 
 def encode_vector(record: Record) -> bytes | None:
@@ -196,11 +223,6 @@ def document_fields(document: bytes | str) -> dict[str, Any]:
     if not isinstance(document, str) and document[:1] != b"{":
         return stored_fields(document)
     return orjson.loads(document)  # type: ignore[no-any-return]
-
-
-def stored_created_at(document: bytes | str) -> datetime:
-    """The `created_at` a document written by `encode_document` holds, without rebuilding its record."""
-    return datetime.fromisoformat(document_fields(document)["created_at"])
 
 
 def fill_binary(data: dict[str, Any], binary: dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ import sqlite3
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -19,11 +18,11 @@ from ...core import codec
 from ...core.capabilities import Capability
 from ...core.declarations import KindChange, backfill_value
 from ...core.errors import ConfigError, SchemaMismatch, StoreClosed, StoreTooNew
-from ...core.field_puts import FieldWriter, records_of
+from ...core.field_puts import FieldWriter
 from ...core.filters import Expr
 from ...core.kinds import record_type
 from ...core.private_files import create_file, make_directories
-from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent, raising_backend_errors, with_created
+from ...core.protocol import Backend, Hit, OrderKey, apply_update, link_parent, raising_backend_errors
 from ...core.records import Checkpoint, Record
 from ...core.shapes import QueryShape
 from ...core.url import StoreURL
@@ -37,7 +36,7 @@ from .connections import Connections, open_file
 from .filter_memo import Picked
 from .migrations import HISTORY, NEWEST_USER_VERSION
 from .ranking import gather, rank
-from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, FieldRows, KindSQL, Layout, tenant_key
+from .schema import EPOCH_TABLE, LAYOUTS, META_TABLE, KindSQL, Layout, tenant_key
 from .selects import SHAPES_KEPT, Select
 from .shape_readers import RecordsReader, ShapesReader
 from .sql_filters import INLINE_LIMIT, Binder, bindable, order_sql, where_sql
@@ -331,25 +330,24 @@ class SQLiteBackend(Backend):
     # records ------------------------------------------------------------------------
     def put(self, kind: str, records: Sequence[Record]) -> None:
         prepared = self._written_kind(kind)
-        self._insert(prepared, records, False)
+        self._insert(prepared, records, "replace")
 
     def put_missing(self, kind: str, records: Sequence[Record]) -> None:
         prepared = self._written_kind(kind)
-        self._insert(prepared, records, True)
+        self._insert(prepared, records, "keep")
 
     def put_keeping_created(self, kind: str, records: Sequence[Record]) -> None:
-        """Insert-or-ignore every row; then, in the same transaction, replace the rows that were
-        stored before with the stored `created_at` (read from their documents). A batch of new
-        records costs what `put` does; a single one is one autocommit statement when it is new."""
+        """Each row inserted, or a stored one replaced keeping its `created_at` (`Layout.insert_sql`'s
+        "keep_created"): a lone record, new or stored, is one autocommit statement. Rows without a vector first
+        try to replace stored rows without one in place (`_keeping_created`)."""
         prepared = self._written_kind(kind)
-        if len(records) == 1:
-            rows = [prepared.encode(records[0])]
-            sql, lean = prepared.one_insert(rows[0], True)
-            if not self.db.one_write(lambda conn: conn.execute(sql, lean).rowcount):  # the cursor freed at once
-                self.db.write(lambda conn: _replace_keeping_created(conn, prepared, records, rows))
-            return
-        rows = [prepared.encode(record) for record in records]
-        self.db.write(lambda conn: _insert_keeping_created(conn, prepared, lambda: records, rows))
+        encode = prepared.encode
+        rows = [encode(record) for record in records]
+        vec = prepared.vec_position
+        if any(row[vec] is not None for row in rows):
+            self._write_rows(prepared, rows, "keep_created")
+        else:
+            _keeping_created(self.db, rows, lambda conn, conflict: _rows_written(conn, prepared, rows, conflict))
 
     @raising_backend_errors
     def put_fields(self, kind: str, call: str, common: dict[str, Any], each: Sequence[dict[str, Any]]) -> None:
@@ -358,38 +356,29 @@ class SQLiteBackend(Backend):
         records' rows."""
         prepared = self._written_kind(kind)
         plan = prepared.field_rows(common, each[0])
-
-        def records() -> list[Record]:
-            return records_of(record_type(kind), common, each)
-
         rows = plan.rows(common, each)
-        if call == "put_keeping_created":
-            if len(rows) > 1:
-                self.db.write(lambda conn: _insert_keeping_created(conn, prepared, records, rows, plan))
-            elif not self.db.one_write(lambda conn: conn.execute(plan.inserts(True, 1), rows[0]).rowcount):
-                stored = records()  # replaced: its row again, with the stored `created_at` (`put_keeping_created`)
-                self.db.write(lambda conn: _replace_keeping_created(conn, prepared, stored,
-                                                                    [prepared.encode(stored[0])]))
-            return
-        keep_existing = call == "put_missing"
-        if len(rows) == 1:
-            sql = plan.inserts(keep_existing, 1)
+        conflict = _CONFLICTS[call]
+        if conflict == "keep_created":  # rows made of fields hold no vector
+            _keeping_created(self.db, rows, lambda conn, conflict: schema.insert_rows(conn, plan.inserts, rows,
+                                                                                      conflict))
+        elif len(rows) == 1:
+            sql = plan.inserts(conflict, 1)
             self.db.one_write(lambda conn: conn.execute(sql, rows[0]).close())
         else:
-            self.db.write(lambda conn: schema.insert_rows(conn, plan.inserts, rows, keep_existing))
+            self.db.write(lambda conn: schema.insert_rows(conn, plan.inserts, rows, conflict))
 
     def field_writer(self, kind: str, call: str, common: dict[str, Any], own: Sequence[str]) -> FieldWriter | None:
         """`core.field_puts.FieldWrites.field_writer`: the row plan and statement settled once (`FieldRows.row_of`),
         so a call makes its record's row and runs one INSERT; made again when the kind's statements are
-        (a kind that evolved). None for `put_keeping_created` (a replaced row keeps a stored time: `put_fields`)."""
+        (a kind that evolved). None for `put_keeping_created`, which may run two (`_keeping_created`)."""
         if call == "put_keeping_created":
             return None
-        keep_existing = call == "put_missing"
+        conflict = _CONFLICTS[call]
 
         def planned() -> tuple[KindSQL, Callable[[dict[str, Any]], tuple[Any, ...]], str]:
             prepared = self._written_kind(kind)
             plan = prepared.field_rows(common, own)
-            return prepared, plan.row_of(common), plan.inserts(keep_existing, 1)
+            return prepared, plan.row_of(common), plan.inserts(conflict, 1)
 
         plans = [planned()]
         db = self.db
@@ -403,20 +392,21 @@ class SQLiteBackend(Backend):
 
         return write
 
-    def _insert(self, prepared: KindSQL, records: Sequence[Record], keep_existing: bool) -> None:
+    def _insert(self, prepared: KindSQL, records: Sequence[Record], conflict: schema.Conflict) -> None:
         encode = prepared.encode
         if len(records) == 1:  # a saver's one record: its row as encoded, no list to flatten
-            sql, one = prepared.one_insert(encode(records[0]), keep_existing)
+            sql, one = prepared.one_insert(encode(records[0]), conflict)
             self.db.one_write(lambda conn: conn.execute(sql, one).close())
             return
-        if 0 < len(records) <= schema.SMALL_BATCH:  # one statement: atomic without a transaction around it
-            sql = prepared.small_inserts.get((keep_existing, len(records))) or \
-                (prepared.insert_new if keep_existing else prepared.insert)
-            row = [value for record in records for value in encode(record)]
-            self.db.one_write(lambda conn: conn.execute(sql, row).close())
-            return
-        sql, rows = prepared.batch_insert([encode(record) for record in records], keep_existing)
-        self.db.write(lambda conn: conn.executemany(sql, rows).close())
+        self._write_rows(prepared, [encode(record) for record in records], conflict)
+
+    def _write_rows(self, prepared: KindSQL, rows: list[tuple[Any, ...]], conflict: schema.Conflict) -> None:
+        """Write `rows` (`_rows_written`): up to `SMALL_BATCH` by one statement, atomic without a transaction
+        around it; more (or none) in one transaction."""
+        if 0 < len(rows) <= schema.SMALL_BATCH:
+            self.db.one_write(lambda conn: _rows_written(conn, prepared, rows, conflict))
+        else:
+            self.db.write(lambda conn: _rows_written(conn, prepared, rows, conflict))
 
     def query(self, kind: str, tenant: str | None, where: Expr | None, order: Sequence[OrderKey],
               limit: int | None, vectors: bool = True) -> list[Record]:
@@ -738,9 +728,10 @@ class SQLiteBackend(Backend):
 
 
 _PLAIN_TYPES = (str, int, float)
-_IDS_A_STATEMENT = 500
-"""Ids bound in one `IN (...)` (SQLite's default limit on bound parameters is 32,766)."""
 """Field types whose column holds the value itself (datetimes and bools are converted)."""
+_CONFLICTS: dict[str, schema.Conflict] = {"put": "replace", "put_missing": "keep",
+                                          "put_keeping_created": "keep_created"}
+"""A write call's name (`core.field_puts.WRITE_CALLS`) -> what its INSERT does with a stored row."""
 
 
 def _append_after(sql: str, args: tuple[Any, ...], conn: sqlite3.Connection) -> int | None:
@@ -758,52 +749,46 @@ TIPS_KEPT = 1024
 starts again."""
 
 
+def _rows_written(conn: sqlite3.Connection, prepared: KindSQL, rows: list[tuple[Any, ...]],
+                  conflict: schema.Conflict) -> int:
+    """Run the INSERT of `rows` doing `conflict` with stored ones: one statement for one row (its None columns
+    NULL in it: `KindSQL.one_insert`) and for up to `SMALL_BATCH` rows, else `executemany` (`batch_insert`); how
+    many rows it inserted or changed."""
+    if len(rows) == 1:
+        sql, one = prepared.one_insert(rows[0], conflict)
+        return _changes(conn.execute(sql, one))
+    if 1 < len(rows) <= schema.SMALL_BATCH:
+        return _changes(conn.execute(prepared.small_inserts[(conflict, len(rows))],
+                                     [value for row in rows for value in row]))
+    sql, lean = prepared.batch_insert(rows, conflict)
+    return _changes(conn.executemany(sql, lean))
+
+
+def _keeping_created(db: Connections, rows: Sequence[Any], write: Callable[[sqlite3.Connection, schema.Conflict],
+                                                                            int]) -> None:
+    """`put_keeping_created` of rows without a vector: `write(conn, conflict)` runs their INSERT. A stored row
+    without a vector either is replaced in place ("keep_created_in_place": ~21 us of SQL a row, where moving it
+    to a new seq, as a replace does, rewrites it in the table and every index: ~45 us); one holding a vector is
+    left by that statement, and the rows go again by "keep_created", which gives the replaced rows new seqs
+    (how the vector cache finds the vector gone). A lone row's two statements are each atomic (the first
+    changed nothing); a batch's run in one transaction."""
+    if len(rows) == 1:
+        if not db.one_write(lambda conn: write(conn, "keep_created_in_place")):
+            db.one_write(lambda conn: write(conn, "keep_created"))
+        return
+
+    def work(conn: sqlite3.Connection) -> None:
+        if write(conn, "keep_created_in_place") < len(rows):
+            write(conn, "keep_created")
+
+    db.write(work)
+
+
 def _changes(cursor: sqlite3.Cursor) -> int:
     """How many rows the cursor's statement changed, the cursor closed (see `Connections._transaction`)."""
     count = cursor.rowcount
     cursor.close()
     return count
-
-
-def _insert_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Callable[[], Sequence[Record]],
-                            rows: list[tuple[Any, ...]], fields: FieldRows | None = None) -> None:
-    """Insert the rows not stored, then replace the stored ones (`records()`) with their stored `created_at`.
-    A row stored before this transaction has a seq up to the largest then; SQLite gives an inserted row a
-    larger one (an INTEGER PRIMARY KEY takes the largest plus one). Rows made by `fields` take its INSERTs."""
-    before = conn.execute(f"SELECT max(seq) FROM {prepared.layout.table}").fetchone()[0]
-    if fields is not None:
-        inserted = schema.insert_rows(conn, fields.inserts, rows, before is not None)
-    else:
-        sql, lean = prepared.batch_insert(rows, before is not None)
-        inserted = _changes(conn.executemany(sql, lean))
-    if before is not None and inserted != len(rows):
-        _replace_keeping_created(conn, prepared, records(), None, before)
-
-
-def _replace_keeping_created(conn: sqlite3.Connection, prepared: KindSQL, records: Sequence[Record],
-                             rows: list[tuple[Any, ...]] | None, before: int | None = None) -> None:
-    """Replace the stored records (with a seq up to `before`, if given) with their stored `created_at`,
-    and write the others' `rows` as they are (none if `rows` is None: already inserted)."""
-    table = prepared.layout.table
-    by_tenant: dict[str, list[str]] = {}
-    for record in records:
-        by_tenant.setdefault(tenant_key(record.tenant_id), []).append(record.id)
-    created: dict[tuple[str, str], datetime] = {}
-    below = "" if before is None else f" AND seq <= {int(before)}"
-    for tenant, ids in by_tenant.items():
-        for start in range(0, len(ids), _IDS_A_STATEMENT):
-            chunk = ids[start:start + _IDS_A_STATEMENT]
-            found = conn.execute(f"SELECT id, doc FROM {table} WHERE tenant = ?{below} AND id IN "
-                                 f"({', '.join('?' * len(chunk))})", (tenant, *chunk)).fetchall()
-            created.update(((tenant, id), codec.stored_created_at(doc)) for id, doc in found)
-    written = []
-    for index, record in enumerate(records):
-        at = created.get((tenant_key(record.tenant_id), record.id))
-        if at is not None:
-            written.append(prepared.encode(with_created(record, at)))
-        elif rows is not None:
-            written.append(rows[index])
-    conn.executemany(prepared.insert, written).close()
 
 
 def _bump_epoch(conn: sqlite3.Connection, kind: str) -> None:

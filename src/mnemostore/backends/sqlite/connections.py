@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ...core.errors import BackendError, ConfigError, StoreClosed
-from . import shm_descriptors
+from . import shm_descriptors, sql_functions
 from .wal_checkpoints import PRAGMAS as WAL_PRAGMAS
 from .wal_checkpoints import WalCheckpoints
 
@@ -111,6 +111,7 @@ class Connections:
         try:
             for pragma in self._pragmas:
                 conn.execute(pragma)
+            sql_functions.install(conn)
         except BaseException:
             conn.close()
             raise

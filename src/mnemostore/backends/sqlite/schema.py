@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -34,6 +34,7 @@ from ...core.jsonvalues import is_proven
 from ...core.kinds import record_type, secondary_indexes
 from ...core.protocol import LATEST_CHECKPOINT_ORDER
 from ...core.records import KINDS, Checkpoint, Record
+from .sql_functions import CREATED_KEPT
 
 META_TABLE = "mnemo_meta"
 EPOCH_TABLE = "mnemo_vector_epoch"
@@ -50,6 +51,12 @@ from the index alone."""
 SPARSE_FIELDS = ("project_id", "agent")
 """Fields most records leave empty: since layout 5 their indexes keep only the records that set
 them (`WHERE field IS NOT NULL`; a filter on a value still uses the index)."""
+
+Conflict = Literal["replace", "keep", "keep_created", "keep_created_in_place"]
+"""What an INSERT does with a row of a stored (tenant, id): replaces it (`put`), leaves it (`put_missing`),
+replaces it keeping its `created_at` (`put_keeping_created`), or does so in place where the stored row holds
+no vector, else leaves it (`Layout._conflict_tails`)."""
+CONFLICTS: tuple[Conflict, ...] = ("replace", "keep", "keep_created", "keep_created_in_place")
 
 _SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER", datetime: "INTEGER"}
 
@@ -185,15 +192,36 @@ class Layout:
         return {vectors: ", ".join(["doc", "vec" if vectors else "NULL", *(quote(f) for f in self.binary)])
                 for vectors in (False, True)}
 
-    def insert_sql(self, keep_existing: bool = False, rows: int = 1, nulls: Sequence[int] = (),
+    def insert_sql(self, conflict: Conflict = "replace", rows: int = 1, nulls: Sequence[int] = (),
                    columns: Sequence[str] | None = None) -> str:
-        """INSERT of `rows` rows in `row_encoder` order: replacing a stored (tenant, id), or leaving it;
-        the columns at positions `nulls` get NULL written into the statement, not a parameter. Given
-        `columns` (quoted, of `tenant` and `_written`), only those, in that order: the others are NULL."""
+        """INSERT of `rows` rows in `row_encoder` order, doing `conflict` with a stored (tenant, id); the columns at
+        positions `nulls` get NULL written into the statement, not a parameter. Given `columns` (quoted, of
+        `tenant` and `_written`), only those, in that order: the others are NULL."""
         names = ["tenant", *self._written()] if columns is None else list(columns)
         marks = ", ".join([f"({', '.join('NULL' if i in nulls else '?' for i in range(len(names)))})"] * rows)
-        verb, tail = ("INSERT", " ON CONFLICT (tenant, id) DO NOTHING") if keep_existing else ("INSERT OR REPLACE", "")
-        return f"{verb} INTO {self.table} ({', '.join(names)}) VALUES {marks}{tail}"
+        verb = "INSERT OR REPLACE" if conflict == "replace" else "INSERT"
+        return f"{verb} INTO {self.table} ({', '.join(names)}) VALUES {marks}{self._conflict_tails[conflict]}"
+
+    @cached_property
+    def _conflict_tails(self) -> dict[Conflict, str]:
+        """`insert_sql`'s clause for each `Conflict`. A replace keeping `created_at` sets every other column as
+        INSERT OR REPLACE would (`excluded`: NULL for a column the INSERT leaves out), the document's
+        `created_at` the stored one (`sql_functions.CREATED_KEPT`), and gives the row a new, higher `seq`, as
+        a replace does (the vector cache finds the changed rows by it): one statement, atomic on its own. The
+        highest `seq` is read by a subquery tied to the row (SQLite runs an untied one once a statement, which
+        would give two rows of one INSERT the same), from the end of the rowid order: no scan. In place, the
+        row keeps its seq (a new one rewrites it in the table and in every index), which only a row without a
+        vector may (the vector cache never held it): a stored row with one is left as it is."""
+        table = self.table
+        kept = {quote("id"), quote("created_at"), "doc"}
+        sets = ", ".join(f"{name} = excluded.{name}" for name in self._written() if name not in kept)
+        highest = (f"(SELECT newest.seq FROM {table} AS newest WHERE newest.seq >= {table}.seq "
+                   f"ORDER BY newest.seq DESC LIMIT 1)")
+        update = " ON CONFLICT (tenant, id) DO UPDATE SET"
+        doc = f"doc = {CREATED_KEPT}(excluded.doc, doc)"
+        return {"replace": "", "keep": " ON CONFLICT (tenant, id) DO NOTHING",
+                "keep_created": f"{update} seq = {highest} + 1, {sets}, {doc}",
+                "keep_created_in_place": f"{update} {sets}, {doc} WHERE {table}.vec IS NULL"}
 
     def rewrite_sql(self) -> str:
         """Replace a row's content in place, keeping its `seq` (for updates)."""
@@ -368,9 +396,9 @@ class FieldRows:
     `row_encoder` writes a record whose state no validation proved: fields never are)."""
 
     rows: Rows
-    inserts: Callable[[bool, int], str]
-    """(keep_existing, n) -> the INSERT of n rows in one statement (`insert_rows`), replacing a stored
-    (tenant, id) or, with `keep_existing`, leaving it (ON CONFLICT DO NOTHING)."""
+    inserts: Callable[[Conflict, int], str]
+    """(conflict, n) -> the INSERT of n rows in one statement (`insert_rows`), doing `conflict` with a stored
+    (tenant, id) (`Layout.insert_sql`)."""
     row_of: Callable[[dict[str, Any]], Callable[[dict[str, Any]], tuple[Any, ...]]]
     """common -> a function of one record's own fields -> its row (`rows` of one, `common` taken once:
     `SQLiteBackend.field_writer`'s)."""
@@ -459,7 +487,7 @@ class FieldRows:
 
             return one
 
-        return cls(rows, cache(lambda keep_existing, n: layout.insert_sql(keep_existing, n, columns=columns)), row_of)
+        return cls(rows, cache(lambda conflict, n: layout.insert_sql(conflict, n, columns=columns)), row_of)
 
 
 def _own_columns(names: Sequence[str], types: dict[str, type]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
@@ -519,20 +547,20 @@ ROWS_A_STATEMENT = 500
 """Rows `insert_rows` writes by one statement, at most."""
 
 
-def insert_rows(conn: sqlite3.Connection, inserts: Callable[[bool, int], str], rows: Sequence[tuple[Any, ...]],
-                keep_existing: bool) -> int:
+def insert_rows(conn: sqlite3.Connection, inserts: Callable[[Conflict, int], str], rows: Sequence[tuple[Any, ...]],
+                conflict: Conflict) -> int:
     """Insert `rows` by multi-row INSERTs (`FieldRows.inserts`) of up to `ROWS_A_STATEMENT` rows, as many as
-    SQLite's variable limit allows; how many rows were inserted. One statement runs its rows through one set
+    SQLite's variable limit allows; how many rows they inserted or changed. One statement runs its rows through one set
     of open cursors where `executemany` runs the statement once a row: a LangGraph store batch's write
     measured ~30% cheaper (`bench/profile_store_rows.py`), as `SqliteStore` writes a batch."""
     size = max(1, min(ROWS_A_STATEMENT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(rows[0])))
-    inserted = 0
+    written = 0
     for start in range(0, len(rows), size):
         chunk = rows[start:start + size]
-        cursor = conn.execute(inserts(keep_existing, len(chunk)), list(itertools.chain.from_iterable(chunk)))
-        inserted += cursor.rowcount
+        cursor = conn.execute(inserts(conflict, len(chunk)), list(itertools.chain.from_iterable(chunk)))
+        written += cursor.rowcount
         cursor.close()
-    return inserted
+    return written
 
 
 def _getter(names: Sequence[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
@@ -566,12 +594,12 @@ class KindSQL:
 
     layout: Layout
     encode: Callable[[Record], tuple[Any, ...]]
-    insert: str
-    insert_new: str
+    inserts: dict[Conflict, str]
+    """conflict -> the INSERT of one row (`Layout.insert_sql`)."""
     get_one: dict[bool, str]
     """SELECT of one record by tenant and id, with and without its vector."""
-    small_inserts: dict[tuple[bool, int], str]
-    """(keep_existing, rows) -> INSERT of that many rows in one statement, for batches of 2 to
+    small_inserts: dict[tuple[Conflict, int], str]
+    """(conflict, rows) -> INSERT of that many rows in one statement, for batches of 2 to
     `SMALL_BATCH`: one statement is atomic without BEGIN and COMMIT around it."""
 
     nullable: tuple[int, ...] = ()
@@ -581,15 +609,25 @@ class KindSQL:
     payloads: tuple[Verdicts, ...] = ()
     """Whether compressing each bytes field pays (`Layout.binary`'s order; `encode`'s and `field_rows`')."""
     _field_rows: dict[tuple[Any, ...], FieldRows] = field(default_factory=dict)
-    _batch_inserts: dict[tuple[bool, tuple[int, ...]], str] = field(default_factory=dict)
-    _one_inserts: dict[tuple[bool, ...], tuple[str, Callable[[Any], Any] | None]] = field(default_factory=dict)
+    _batch_inserts: dict[tuple[Conflict, tuple[int, ...]], str] = field(default_factory=dict)
+    _one_inserts: dict[tuple[Any, ...], tuple[str, Callable[[Any], Any] | None]] = field(default_factory=dict)
 
-    def batch_insert(self, rows: list[tuple[Any, ...]], keep_existing: bool) -> tuple[str, list[tuple[Any, ...]]]:
+    @property
+    def insert(self) -> str:
+        """The INSERT OR REPLACE of one row."""
+        return self.inserts["replace"]
+
+    @cached_property
+    def vec_position(self) -> int:
+        """Where a row (`encode`'s) holds its vector."""
+        return ["tenant", *self.layout._written()].index("vec")
+
+    def batch_insert(self, rows: list[tuple[Any, ...]], conflict: Conflict) -> tuple[str, list[tuple[Any, ...]]]:
         """The INSERT for an `executemany` of `rows`, with NULL written into it for the columns that are
         None in every row, and the rows without them. sqlite3 binds a None parameter by first trying to
         adapt it (~3.5k instructions, a formatted AttributeError); an item row holds three. Checked and
         cut in C (`map` of item getters): ~0.1 us a row against ~1 us saved."""
-        plain = self.insert_new if keep_existing else self.insert
+        plain = self.inserts[conflict]
         if not rows:
             return plain, rows
         first = rows[0]
@@ -598,10 +636,10 @@ class KindSQL:
                        list(map(operator.itemgetter(i), rows)).count(None) == count])  # (a bytearray: unhashable)
         if not nulls:
             return plain, rows
-        key = (keep_existing, nulls)
+        key = (conflict, nulls)
         sql = self._batch_inserts.get(key)
         if sql is None:
-            sql = self._batch_inserts[key] = self.layout.insert_sql(keep_existing, 1, nulls)
+            sql = self._batch_inserts[key] = self.layout.insert_sql(conflict, 1, nulls)
         keep = operator.itemgetter(*[i for i in range(len(first)) if i not in nulls])  # tenant, document: 2+
         return sql, list(map(keep, rows))
 
@@ -615,22 +653,22 @@ class KindSQL:
                                                          list(own))
         return found
 
-    def one_insert(self, row: tuple[Any, ...], keep_existing: bool) -> tuple[str, Sequence[Any]]:
+    def one_insert(self, row: tuple[Any, ...], conflict: Conflict) -> tuple[str, Sequence[Any]]:
         """The INSERT of one row with NULL written into it for the row's None columns, and the row
         without them: `batch_insert`'s saving (~3.5k instructions a None) for a lone row, its statement
         found by the row's None pattern (made in C: no Python loop per row)."""
-        key = (keep_existing, *map(operator.is_, row, _NONES))
+        key = (conflict, *map(operator.is_, row, _NONES))
         found = self._one_inserts.get(key)
         if found is None:
-            found = self._one_inserts[key] = self._one_insert(row, keep_existing)
+            found = self._one_inserts[key] = self._one_insert(row, conflict)
         sql, keep = found
         return sql, row if keep is None else keep(row)
 
-    def _one_insert(self, row: tuple[Any, ...], keep_existing: bool) -> tuple[str, Callable[[Any], Any] | None]:
+    def _one_insert(self, row: tuple[Any, ...], conflict: Conflict) -> tuple[str, Callable[[Any], Any] | None]:
         nulls = [i for i in self.nullable if row[i] is None]
         if not nulls:
-            return self.insert_new if keep_existing else self.insert, None
-        return (self.layout.insert_sql(keep_existing, 1, nulls),
+            return self.inserts[conflict], None
+        return (self.layout.insert_sql(conflict, 1, nulls),
                 operator.itemgetter(*[i for i in range(len(row)) if i not in nulls]))  # tenant, document: 2+
 
     @cached_property
@@ -666,11 +704,11 @@ class KindSQL:
     def of(cls, layout: Layout) -> KindSQL:
         documents = Verdicts()
         payloads = tuple(Verdicts() for _ in layout.binary)
-        return cls(layout, layout.row_encoder(documents, payloads), layout.insert_sql(),
-                   layout.insert_sql(keep_existing=True),
+        return cls(layout, layout.row_encoder(documents, payloads),
+                   {conflict: layout.insert_sql(conflict) for conflict in CONFLICTS},
                    {vectors: f"SELECT {layout.read_columns(vectors)} FROM {layout.table} WHERE tenant = ? AND id = ?"
                     for vectors in (True, False)},
-                   {(keep, rows): layout.insert_sql(keep, rows) for keep in (False, True)
+                   {(conflict, rows): layout.insert_sql(conflict, rows) for conflict in CONFLICTS
                     for rows in range(2, SMALL_BATCH + 1)},
                    tuple(i for i, name in enumerate(["tenant", *layout._written()]) if name not in ("tenant", "doc")),
                    documents, payloads)
