@@ -10,8 +10,9 @@ byte before it (`compression.pack_bare_payload`), so a read hands over the colum
 Since layout 7 a checkpoint's document is framed (`codec.encode_framed_document`): its state is the
 msgpack its proof made, after the other fields' JSON; rows written before stay JSON and read as they are.
 Datetimes are projected as integer microseconds (ordering by instant), bools as 0/1,
-the default tenant as ''. `seq` is the rowid: every insert or replace takes a new, higher
-one, which lets the vector cache find what changed since it was built.
+the default tenant as ''. `seq` is the rowid: every insert, and every replace of or by a row
+with a vector, takes a new, higher one, which lets the vector cache find what changed since it was
+built (a replace keeping `created_at` rewrites a row without a vector in place: `Layout._conflict_tails`).
 """
 
 from __future__ import annotations

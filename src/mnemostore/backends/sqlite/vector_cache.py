@@ -2,7 +2,8 @@
 
 A matrix is valid for a database state named by two numbers read in the search's own
 snapshot: the kind's vector epoch (bumped by any delete or in-place vector change, in
-any process) and the highest `seq` (every insert or replace takes a higher one). When
+any process) and the highest `seq` (every insert, and every replace of or by a row with a vector,
+takes a higher one; a row without a vector before or after may be replaced in place). When
 only `seq` moved, the rows past the old maximum are merged in: they are appended, and the
 rows they replaced (same id) are marked dead; otherwise the matrix is rebuilt. Entries are
 never changed where a reader could see it: appends write past every published row count,
