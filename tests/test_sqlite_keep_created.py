@@ -9,7 +9,6 @@ from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -106,20 +105,3 @@ def test_a_replaced_record_keeps_its_stored_created_at_and_moves_to_a_new_seq_wh
     assert seq == highest if moved else seq == before
     assert is_compressed(doc) == large[1]
 
-
-def test_search_finds_the_vector_of_a_record_replaced_keeping_created_at(tmp_path: Path) -> None:
-    """The vector cache, built before the replace, takes the replaced row in by its new seq: the new vector is
-    found, the old one is not, and the record is found once."""
-    old, new, *rest = factories.vectors(12, dimension=8)
-    with mnemostore.open(f"sqlite:///{tmp_path / 's.db'}") as store:
-        collection = store.collection("embedding")
-        collection.put([factories.make("embedding", 0, embedding=old),
-                        *(factories.make("embedding", i + 1, embedding=v) for i, v in enumerate(rest))])
-        assert collection.search(old, k=1)[0].record.id == "embedding-00000"  # the cache is built
-        replaced = factories.make("embedding", 0, embedding=new, created_at=datetime(2030, 1, 1, tzinfo=UTC))
-        collection.put([replaced], keep_created=True)
-        hits = collection.search(new, k=len(rest) + 1)
-        assert [hit.record.id for hit in hits].count("embedding-00000") == 1
-        assert hits[0].record.id == "embedding-00000" and np.array_equal(hits[0].record.embedding, new)
-        assert hits[0].record.created_at == factories.BASE_TIME
-        assert all(hit.record.id != "embedding-00000" for hit in collection.search(old, k=1))

@@ -123,8 +123,19 @@ def encode_framed_document(record: Record, without: tuple[str, ...] = ()) -> byt
         return encode_document(record, without)
     data = _document_data(record, without)
     del data["state"]
-    head = dumps_fields(data)
+    return _framed(dumps_fields(data), state)
+
+
+def _framed(head: bytes, state: bytes | memoryview) -> bytes:
+    """A framed document of the fields' JSON `head` and the state's msgpack (`encode_framed_document`)."""
     return b"".join((FRAMED, len(head).to_bytes(4, "little"), head, state))
+
+
+def _frame_parts(framed: bytes) -> tuple[memoryview, memoryview]:
+    """A framed document's JSON and its state's msgpack, as views (no copy)."""
+    view = memoryview(framed)
+    end = _FRAME_HEAD + int.from_bytes(view[1:_FRAME_HEAD], "little")
+    return view[_FRAME_HEAD:end], view[end:]
 
 
 def stored_fields(document: bytes) -> dict[str, Any]:
@@ -134,36 +145,23 @@ def stored_fields(document: bytes) -> dict[str, Any]:
         document = inflate(document)
         if document[:1] != FRAMED:
             return orjson.loads(document)  # type: ignore[no-any-return]
-    view = memoryview(document)
-    end = _frame_end(view)
-    data: dict[str, Any] = orjson.loads(view[_FRAME_HEAD:end])
-    data["state"] = ormsgpack.unpackb(view[end:])
+    head, state = _frame_parts(document)
+    data: dict[str, Any] = orjson.loads(head)
+    data["state"] = ormsgpack.unpackb(state)
     return data
-
-
-def _frame_end(framed: bytes | memoryview) -> int:
-    """Where a framed document's JSON ends and its msgpack state starts."""
-    return _FRAME_HEAD + int.from_bytes(framed[1:_FRAME_HEAD], "little")
 
 
 def with_created_at_of(document: bytes, stored: bytes) -> bytes:
     """`document` holding the `created_at` that `stored` holds, in the form `document` came in (plain,
     framed, compressed): a replace keeping a record's first time, without its record rebuilt. The time is
     moved as the text it was stored as (its offset kept); a framed state is moved as it is."""
-    inflated = inflate(stored)
-    head_of_stored = memoryview(inflated)[_FRAME_HEAD:_frame_end(inflated)] if inflated[:1] == FRAMED else inflated
-    at = orjson.loads(head_of_stored)["created_at"]
+    stored = inflate(stored)
+    at = orjson.loads(_frame_parts(stored)[0] if stored[:1] == FRAMED else stored)["created_at"]
     plain = inflate(document)
-    if plain[:1] == FRAMED:
-        end = _frame_end(plain)
-        head = orjson.loads(memoryview(plain)[_FRAME_HEAD:end])
-        head["created_at"] = at
-        dumped = orjson.dumps(head)
-        patched = b"".join((FRAMED, len(dumped).to_bytes(4, "little"), dumped, memoryview(plain)[end:]))
-    else:
-        fields = orjson.loads(plain)
-        fields["created_at"] = at
-        patched = orjson.dumps(fields)
+    head, state = _frame_parts(plain) if plain[:1] == FRAMED else (plain, None)
+    fields = orjson.loads(head)
+    fields["created_at"] = at
+    patched = orjson.dumps(fields) if state is None else _framed(orjson.dumps(fields), state)
     return patched if plain is document else compression.deflate(patched, threshold=0)
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_getattr
 
-SUITE_VERSION = "1.18"
+SUITE_VERSION = "1.19"
 """The version of the clause set; `docs/conformance-changelog.md` lists what each version added."""
 
 _EXPORTS: dict[str, str] = {

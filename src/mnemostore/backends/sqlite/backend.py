@@ -394,10 +394,6 @@ class SQLiteBackend(Backend):
 
     def _insert(self, prepared: KindSQL, records: Sequence[Record], conflict: schema.Conflict) -> None:
         encode = prepared.encode
-        if len(records) == 1:  # a saver's one record: its row as encoded, no list to flatten
-            sql, one = prepared.one_insert(encode(records[0]), conflict)
-            self.db.one_write(lambda conn: conn.execute(sql, one).close())
-            return
         self._write_rows(prepared, [encode(record) for record in records], conflict)
 
     def _write_rows(self, prepared: KindSQL, rows: list[tuple[Any, ...]], conflict: schema.Conflict) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from ...core.capabilities import Capability
@@ -117,6 +118,30 @@ class EdgeClauses:
         for query in v:
             assert [h.record.id for h in store.search(kind, query, k=5)] == [make(kind, 4).id]
         assert collection.count() == 3
+
+    @since("1.19")
+    @requires(Capability.VECTOR_COSINE)
+    @each_kind
+    def test_a_replace_keeping_created_at_replaces_the_vector_a_search_saw(self, store: Store, kind: str) -> None:
+        """`put(keep_created=True)` over records a search has already seen (a backend may keep vectors
+        between searches): a new vector, none, one where there was none, in a batch and alone; each search
+        then finds every vector as written, once, and none that was replaced."""
+        collection = store.collection(kind)
+        v = vectors(8, dimension=8, seed=9)
+        collection.put([*(make(kind, i, embedding=v[i]) for i in range(4)), make(kind, 4, embedding=None)])
+        assert len(store.search(kind, v[0], k=10)) == 4
+        collection.put([make(kind, 0, embedding=v[5]), make(kind, 4, embedding=v[6])], keep_created=True)
+        collection.put([make(kind, 1, embedding=None)], keep_created=True)
+        collection.put([make(kind, 2, embedding=v[7])], keep_created=True)
+        written = {make(kind, i).id: v[j] for i, j in ((0, 5), (2, 7), (3, 3), (4, 6))}
+        for query in (v[5], v[7], v[3], v[6], v[0], v[1]):
+            hits = store.search(kind, query, k=10)
+            assert sorted(hit.record.id for hit in hits) == sorted(written)
+            for hit in hits:
+                assert np.array_equal(hit.record.embedding, written[hit.record.id])
+        for i, j in ((0, 5), (2, 7), (4, 6)):
+            assert store.search(kind, v[j], k=1)[0].record.id == make(kind, i).id
+        assert collection.count() == 5
 
     @since("1.1")
     @each_kind
