@@ -287,12 +287,12 @@ def test_latests_arguments_are_those_fetch_checks(tmp_path_factory: Any, run_id:
     from mnemostore.core import async_checkpoints
     from mnemostore.core.errors import ValidationError
 
-    assert not async_checkpoints._LATEST_OF_RUN.needs and not async_checkpoints._LATEST_ON_BRANCH.needs
+    assert not async_checkpoints.LATEST_OF_RUN.needs and not async_checkpoints.LATEST_ON_BRANCH.needs
     path = Path(tmp_path_factory.mktemp("args")) / "store.db"
     with mnemostore.open(f"sqlite:///{path}") as store:
         twin = store.checkpoints._async
-        shape, values = ((async_checkpoints._LATEST_OF_RUN, {"run_id": run_id}) if branch is None else
-                         (async_checkpoints._LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}))
+        shape, values = ((async_checkpoints.LATEST_OF_RUN, {"run_id": run_id}) if branch is None else
+                         (async_checkpoints.LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}))
         outcomes = []
         for make in (lambda: twin._latest_args(run_id, branch), lambda: twin._fetch_args(shape, values, 1, True)):
             try:

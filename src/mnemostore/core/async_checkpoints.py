@@ -125,10 +125,10 @@ class AsyncCheckpoints(AsyncCollection[Checkpoint]):
         `QueryShape.check` passes as it is, and these shapes need no capability: their arguments are
         made here without `_fetch_args` (~4k instructions); anything else is checked there."""
         if branch is None:
-            shape, values = _LATEST_OF_RUN, {"run_id": run_id}
+            shape, values = LATEST_OF_RUN, {"run_id": run_id}
             plain = plain_text(run_id)
         else:
-            shape, values = _LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}
+            shape, values = LATEST_ON_BRANCH, {"run_id": run_id, "branch_id": branch}
             plain = plain_text(run_id) and plain_text(branch)
         if plain:
             return self.kind, self._store.tenant, shape, values, 1, True
@@ -243,8 +243,8 @@ LATEST_FILTERS = 1024
 """Runs whose bound `latest` filter an `AsyncCheckpoints` keeps (`_latest_filter`)."""
 _UNBOUND = object()
 
-_LATEST_OF_RUN = QueryShape(Checkpoint, F.run_id == Param("run_id"), LATEST_CHECKPOINT_ORDER)
-_LATEST_ON_BRANCH = QueryShape(Checkpoint, (F.run_id == Param("run_id")) & (F.branch_id == Param("branch_id")),
+LATEST_OF_RUN = QueryShape(Checkpoint, F.run_id == Param("run_id"), LATEST_CHECKPOINT_ORDER)
+LATEST_ON_BRANCH = QueryShape(Checkpoint, (F.run_id == Param("run_id")) & (F.branch_id == Param("branch_id")),
                                LATEST_CHECKPOINT_ORDER)
 """`latest`'s queries, compiled once per store (they compare by ==: no capability needed, `_latest_args`)."""
 

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar, cast
+from functools import cached_property
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .async_checkpoints import LATEST, AsyncCheckpoints
-from .collection import Collection
+from .async_checkpoints import LATEST, LATEST_OF_RUN, AsyncCheckpoints
+from .collection import Collection, RecordsRead
+from .jsonvalues import plain_text
 from .records import Checkpoint
 
 M = TypeVar("M", bound=BaseModel)
@@ -33,10 +35,19 @@ class Checkpoints(Collection[Checkpoint]):
         """The checkpoint with the highest sequence (newest first on ties), or None."""
         twin = self._async
         if twin._store._callable_now(self.kind, "query_shape"):  # as `Collection.fetch`
-            _, _, shape, values, limit, vectors = twin._latest_args(run_id, branch)
-            found = self._shape_read(shape, limit, vectors)(values)
-            return cast(Checkpoint, found[0]) if found else None
+            found: list[Checkpoint]
+            if branch is None and plain_text(run_id):  # `_latest_args`' first case, its reader kept at hand
+                found = self._latest_of_run({"run_id": run_id})
+            else:
+                _, _, shape, values, limit, vectors = twin._latest_args(run_id, branch)
+                found = self._shape_read(shape, limit, vectors)(values)
+            return found[0] if found else None
         return self._run(twin.latest(run_id, branch))
+
+    @cached_property
+    def _latest_of_run(self) -> RecordsRead:
+        """`latest(run_id)`'s reader (`_shape_read`), kept: an agent reads its run's latest checkpoint every step."""
+        return self._shape_read(LATEST_OF_RUN, 1, True)
 
     def history(self, run_id: str, branch: str | None = None) -> list[Checkpoint]:
         """Every checkpoint of a run (optionally one branch), oldest first."""

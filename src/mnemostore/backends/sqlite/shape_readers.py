@@ -137,7 +137,12 @@ class RecordsReader:
         if compiled is None:
             return None
         select, binder = compiled
-        read = partial(_records, backend._compiled_records, layout, select, binder, tenant_key(tenant), limit, vectors)
+        if select.mode == "first":  # a run's latest checkpoint: its one row read and decoded straight
+            read = partial(_first_record, backend.db.one_row, layout.row_decoder, select.sql, binder,
+                           tenant_key(tenant), select.repeat)
+        else:
+            read = partial(_records, backend._compiled_records, layout, select, binder, tenant_key(tenant), limit,
+                           vectors)
         self._read, self._token = read, backend._shapes_token
         return read
 
@@ -148,6 +153,16 @@ def _records(read: Callable[..., list[Record]], layout: Layout, select: Select, 
     statement was not compiled for."""
     args = binder(tenant, values)
     return None if args is None else read(layout, select, args, limit, vectors)
+
+
+def _first_record(one_row: Callable[[str, Sequence[Any]], Any], decode: Callable[[Sequence[Any]], Record], sql: str,
+                  binder: Binder, tenant: str, repeat: int, values: Mapping[str, Any]) -> list[Record] | None:
+    """`_records` of a "first" select (`SQLiteBackend._compiled_records`' first branch, without its lookups)."""
+    args = binder(tenant, values)
+    if args is None:
+        return None
+    row = one_row(sql, args * repeat if repeat > 1 else args)
+    return [] if row is None else [decode(row)]
 
 
 _Part = tuple[Layout, Select, Binder, int | None, tuple[str, ...] | None]
