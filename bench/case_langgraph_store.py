@@ -141,11 +141,13 @@ def _peers(engine: str, tmp: Path, index: Any, base: str | None) -> Iterator[_Pe
         except ImportError as exc:
             yield "PostgresStore", f"{type(exc).__name__}: {exc}"[:200]
             return
-        def postgres_url(tag: str) -> str:
-            return f"{base}&schema=lgstore_{tag}"
+        def postgres_url(tag: str) -> str:  # HNSW built as PostgresStore builds it (pgvector's defaults)
+            return f"{base}&schema=lgstore_{tag}&hnsw_m=16&hnsw_ef_construction=64"
 
         yield _Peer("PostgresStore", partial(_ours, postgres_url, index), partial(_postgres_store, base, index),
-                    indexed=True, targets=True, note="both index the text (HNSW, pgvector)")
+                    indexed=True, targets=True,
+                    note="both index the text (HNSW, pgvector) with pgvector's build defaults (m 16, ef_construction "
+                         "64), as PostgresStore does; mnemostore's own default builds at ef_construction 128")
 
 
 def bench_langgraph_store(results: Results, engine: str, n: int, repeat: int, tmp: Path, queries: int = 50,
