@@ -245,7 +245,7 @@ _UNBOUND = object()
 
 LATEST_OF_RUN = QueryShape(Checkpoint, F.run_id == Param("run_id"), LATEST_CHECKPOINT_ORDER)
 LATEST_ON_BRANCH = QueryShape(Checkpoint, (F.run_id == Param("run_id")) & (F.branch_id == Param("branch_id")),
-                               LATEST_CHECKPOINT_ORDER)
+                              LATEST_CHECKPOINT_ORDER)
 """`latest`'s queries, compiled once per store (they compare by ==: no capability needed, `_latest_args`)."""
 
 
