@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache, cached_property
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import orjson
 
@@ -57,7 +57,7 @@ Conflict = Literal["replace", "keep", "keep_created", "keep_created_in_place"]
 """What an INSERT does with a row of a stored (tenant, id): replaces it (`put`), leaves it (`put_missing`),
 replaces it keeping its `created_at` (`put_keeping_created`), or does so in place where the stored row holds
 no vector, else leaves it (`Layout._conflict_tails`)."""
-CONFLICTS: tuple[Conflict, ...] = ("replace", "keep", "keep_created", "keep_created_in_place")
+CONFLICTS: tuple[Conflict, ...] = get_args(Conflict)
 
 _SQL_TYPES: dict[type, str] = {str: "TEXT", int: "INTEGER", float: "REAL", bool: "INTEGER", datetime: "INTEGER"}
 
