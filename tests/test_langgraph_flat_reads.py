@@ -30,6 +30,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from mnemostore.integrations.langgraph import MnemostoreSaver
 from mnemostore.integrations.langgraph.reads import AwaitedFlatReads, FlatReads, Reads
+from mnemostore.integrations.langgraph.saver import _Listing
 
 __all__ = ["postgres_server"]
 
@@ -91,7 +92,7 @@ async def _through_collection(saver: MnemostoreSaver, configs: list[Any], thread
     reads = Reads(saver._bridge.awaited())
 
     async def listed(config: Any, limit: int | None = None, before: Any = None) -> list[Any]:
-        pages = saver._list(reads, config, filter=None, before=before, limit=limit)
+        pages = saver._list(reads, _Listing(config, None, before), limit)
         return [item async for page in pages for item in page]
 
     return await _every_read(configs, threads, partial(saver._get_tuple, reads), listed)

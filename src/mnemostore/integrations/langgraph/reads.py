@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ...core.async_collection import AsyncCollection
 from ...core.async_store import AsyncStore
-from ...core.calls import run_sync
+from ...core.calls import Runner, run_sync
 from ...core.capabilities import Capability
 from ...core.errors import StoreClosed
 from ...core.shapes import QueryShape
@@ -123,6 +123,17 @@ class FlatReads(Reads):
         if found is None:  # the two flat reads, one after the other
             return await super().fetch_with_writes(shape, values, limit, writes, write_values, write_limit)
         return list(map(StoredFields, found[0])), found[1]
+
+    def read(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None, run: Runner) -> Sequence[Stored]:
+        """`fetch` by a plain call (a sync method's); `run` drives the collection's read where the backend gives
+        None (a value its statement was not compiled for)."""
+        found = self._read((shape, limit), ((shape, limit, None),), (values,))
+        return run(Reads.fetch(self, shape, values, limit)) if found is None else list(map(StoredFields, found[0]))
+
+    def read_writes(self, shape: QueryShape, values: Mapping[str, Any], run: Runner) -> list[dict[str, Any]]:
+        """`fetch_writes` (no limit) by a plain call, as `read`."""
+        found = self._read((shape, None), ((shape, None, None),), (values,))
+        return run(Reads.fetch_writes(self, shape, values)) if found is None else found[0]
 
     def read_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
                          writes: QueryShape, write_values: Mapping[str, Any], write_limit: int | None,

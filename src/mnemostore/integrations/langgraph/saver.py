@@ -124,7 +124,11 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first (by checkpoint id within a thread and namespace)."""
-        pages = self._list(self._reads, config, filter=filter, before=before, limit=limit)
+        listing = _Listing(config, filter, before)
+        flat = self._reads
+        if isinstance(flat, FlatReads) and listing.by_pages(flat):
+            return self._flat_list(flat, listing, limit)
+        pages = self._list(flat, listing, limit)
         return itertools.chain.from_iterable(iterate_sync(pages, self._bridge.run))
 
     def put(self, config: RunnableConfig, checkpoint: LGCheckpoint, metadata: CheckpointMetadata,
@@ -174,8 +178,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async with aclosing(self._list(self._awaited_reads(), config, filter=filter, before=before,
-                                       limit=limit)) as pages:
+        async with aclosing(self._list(self._awaited_reads(), _Listing(config, filter, before), limit)) as pages:
             async for page in pages:
                 for item in page:
                     yield item
@@ -238,38 +241,19 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         """The tuple of a checkpoint record with its pending writes read."""
         return self._tuple(record, (await self._writes_by_owner(reads, [record]))[record.id])
 
-    async def _list(self, reads: Reads, config: RunnableConfig | None, *, filter: dict[str, Any] | None,
-                    before: RunnableConfig | None,
+    async def _list(self, reads: Reads, listing: _Listing,
                     limit: int | None) -> AsyncGenerator[builtins.list[CheckpointTuple], None]:
         """The listed tuples a page at a time (a step of an async generator per page, not per tuple)."""
         if limit is not None and limit <= 0:
             return
-        store = reads.store
-        conf = config["configurable"] if config else {}
-        thread_id: str | None = conf.get("thread_id")
-        ns: str | None = conf.get("checkpoint_ns")
-        checkpoint_id = conf.get("checkpoint_id")
-        before_id = get_checkpoint_id(before) if before else None
-        wanted = dict(filter or {})
-
-        def keep(record: Stored) -> bool:
-            state = record.state
-            if checkpoint_id and state["checkpoint_id"] != checkpoint_id:
-                return False
-            if before_id and not state["checkpoint_id"] < before_id:
-                return False
-            if wanted:  # re-checked on the exact metadata: the pushed-down filter sees its JSON copy
-                metadata = mapping.metadata_of(self.serde, record)
-                return all(metadata.get(key) == value for key, value in wanted.items())
-            return True
-
+        keep = listing.keeper(self.serde)
         remaining = limit
-        if thread_id is not None and not checkpoint_id and not wanted and reads.ranges:
-            chunks = _thread_pages(reads, thread_id, ns, before_id, min(limit or reads.page, reads.page), keep)
+        if listing.by_pages(reads):
+            chunks = _thread_pages(reads, _ThreadPages(listing, min(limit or reads.page, reads.page)), keep)
         else:
-            where, exact = _list_where(store, thread_id, ns, checkpoint_id, before_id, wanted)
+            where, exact = _list_where(reads.store, listing)
             batch = min(limit or _LIST_PAGE, _LIST_PAGE) if exact else _CHUNK
-            chunks = _chunks(store.checkpoints.iterate(where, order_by="-id", batch_size=batch, vectors=False),
+            chunks = _chunks(reads.store.checkpoints.iterate(where, order_by="-id", batch_size=batch, vectors=False),
                              batch, keep)
         async with aclosing(chunks) as pages:
             async for chunk in pages:
@@ -280,6 +264,30 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                     if remaining == 0:
                         return
 
+    def _flat_list(self, flat: FlatReads, listing: _Listing, limit: int | None) -> Iterator[CheckpointTuple]:
+        """`_list` of a thread's pages (`_Listing.by_pages`) on flat reads, by plain calls, as `get_tuple`'s
+        read: no coroutine a page (`list(limit=10)` of 50 KB states 2.5-3% faster than through `_list`)."""
+        if limit is not None and limit <= 0:
+            return
+        run = self._bridge.run
+        keep = listing.keeper(self.serde)
+        pages = _ThreadPages(listing, min(limit or flat.page, flat.page))
+        remaining = limit
+        while True:
+            page = flat.read(pages.shape, pages.values, pages.batch, run)
+            kept = [record for record in page if keep(record)]
+            if remaining is not None:
+                kept = kept[:remaining]
+                remaining -= len(kept)
+            if kept:
+                found: builtins.list[dict[str, Any]] = []
+                for values in _writes_ranges(kept):
+                    found += flat.read_writes(_WRITES_IN_RANGE, values, run)
+                writes = _owned(kept, found)
+                yield from [self._tuple(record, writes[record.id]) for record in kept]
+            if remaining == 0 or not pages.more(page):
+                return
+
     async def _tuples(self, reads: Reads, records: Sequence[Stored]) -> builtins.list[CheckpointTuple]:
         """Checkpoint tuples for these records, with their pending writes fetched in few queries."""
         writes = await self._writes_by_owner(reads, records)
@@ -287,26 +295,16 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     async def _writes_by_owner(self, reads: Reads,
                                records: Sequence[Stored]) -> dict[str, builtins.list[dict[str, Any]]]:
-        """The fields of each checkpoint record's writes. Their ids extend their checkpoint's writes prefix,
-        so a namespace's records are served by one id range (an index range) where the store has range
-        filters; elsewhere they are found by `owner`."""
-        writes: dict[str, builtins.list[dict[str, Any]]] = {record.id: [] for record in records}
+        """The fields of each checkpoint record's writes: by their id ranges (`_writes_ranges`) where the store
+        has range filters; elsewhere they are found by `owner`."""
         found: builtins.list[dict[str, Any]] = []
         if reads.ranges:
-            by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
-            for record in records:
-                state = record.state
-                by_namespace.setdefault((state["thread_id"], state["checkpoint_ns"]), []).append(state["checkpoint_id"])
-            for (thread_id, ns), checkpoint_ids in by_namespace.items():
-                low, high = checkpoints_writes_range(thread_id, ns, checkpoint_ids)
-                found += await reads.fetch_writes(_WRITES_IN_RANGE, {"low": low, "high": high})
+            for values in _writes_ranges(records):
+                found += await reads.fetch_writes(_WRITES_IN_RANGE, values)
         else:
-            found = [write.__dict__ for write in await reads.writes.all(F.owner.in_(builtins.list(writes)))]
-        for write in found:
-            owned = writes.get(write["owner"])
-            if owned is not None:
-                owned.append(write)
-        return writes
+            owners = [record.id for record in records]
+            found = [write.__dict__ for write in await reads.writes.all(F.owner.in_(owners))]
+        return _owned(records, found)
 
     def _tuple(self, record: Stored, writes: Sequence[dict[str, Any]]) -> CheckpointTuple:
         state = record.state
@@ -404,28 +402,110 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         return f"<MnemostoreSaver {self.store!r}>"
 
 
-async def _thread_pages(reads: Reads, thread_id: str, ns: str | None, before_id: str | None, batch: int,
+class _Listing:
+    """What a `list` call asks for (its config, filter and `before`), and which records it keeps."""
+
+    __slots__ = ("before_id", "checkpoint_id", "ns", "thread_id", "wanted")
+
+    def __init__(self, config: RunnableConfig | None, filter: dict[str, Any] | None,
+                 before: RunnableConfig | None) -> None:
+        conf = config["configurable"] if config else {}
+        self.thread_id: str | None = conf.get("thread_id")
+        self.ns: str | None = conf.get("checkpoint_ns")
+        self.checkpoint_id: str | None = conf.get("checkpoint_id")
+        self.before_id = get_checkpoint_id(before) if before else None
+        self.wanted = dict(filter or {})
+
+    def by_pages(self, reads: Reads) -> bool:
+        """Whether it reads a thread's pages by id range (`_ThreadPages`): a thread's checkpoints, with no
+        checkpoint id nor filter, on a store whose id ranges are index ranges."""
+        return self.thread_id is not None and not self.checkpoint_id and not self.wanted and reads.ranges
+
+    def keeper(self, serde: SerializerProtocol) -> Callable[[Stored], bool]:
+        """Whether a record read is one listed: the store's filter is re-checked here."""
+        checkpoint_id, before_id, wanted = self.checkpoint_id, self.before_id, self.wanted
+
+        def keep(record: Stored) -> bool:
+            state = record.state
+            if checkpoint_id and state["checkpoint_id"] != checkpoint_id:
+                return False
+            if before_id and not state["checkpoint_id"] < before_id:
+                return False
+            if wanted:  # re-checked on the exact metadata: the pushed-down filter sees its JSON copy
+                metadata = mapping.metadata_of(serde, record)
+                return all(metadata.get(key) == value for key, value in wanted.items())
+            return True
+
+        return keep
+
+
+class _ThreadPages:
+    """The reads of a thread's checkpoints (of one namespace if its `ns` is not None), newest first, `batch` at
+    a time through the list shapes. A namespace's are read by its id range (`mapping.namespace_range`), from
+    below the checkpoint `before_id` if given: one statement a page, in the id index's order."""
+
+    __slots__ = ("_shapes", "batch", "values")
+
+    def __init__(self, listing: _Listing, batch: int) -> None:
+        thread_id, ns, before_id = listing.thread_id, listing.ns, listing.before_id
+        assert thread_id is not None  # `_Listing.by_pages`
+        self.batch = batch
+        self.values = {"run": thread_id}
+        self._shapes = (_THREAD_LIST, _THREAD_LIST_BELOW)  # (without, with) `values["high"]`
+        if ns is not None:
+            low, high = mapping.namespace_range(thread_id, ns)
+            if before_id:
+                high = min(high, mapping.checkpoint_record_id(thread_id, ns, before_id))
+            self.values.update(branch=mapping.branch_for(ns), low=low, high=high)
+            self._shapes = (_NAMESPACE_LIST, _NAMESPACE_LIST)
+
+    @property
+    def shape(self) -> QueryShape:
+        """The shape of the next page's read (its values: `values`, its limit: `batch`)."""
+        return self._shapes["high" in self.values]
+
+    def more(self, page: Sequence[Stored]) -> bool:
+        """Whether there is more to read after `page` (the last read's): if so, the next read starts below it."""
+        if len(page) < self.batch:
+            return False
+        self.values["high"] = page[-1].id
+        return True
+
+
+async def _thread_pages(reads: Reads, pages: _ThreadPages,
                         keep: Callable[[Stored], bool]) -> AsyncGenerator[builtins.list[Stored], None]:
-    """A thread's checkpoints (of one namespace if `ns` is not None) that `keep` accepts, newest first,
-    fetched `batch` at a time through the list shapes (pages left empty skipped). A namespace's are read
-    by its id range (`mapping.namespace_range`), from below the checkpoint `before_id` if given: one
-    statement a page, in the id index's order."""
-    values = {"run": thread_id}
-    shapes = (_THREAD_LIST, _THREAD_LIST_BELOW)  # (without, with) `values["high"]`
-    if ns is not None:
-        low, high = mapping.namespace_range(thread_id, ns)
-        if before_id:
-            high = min(high, mapping.checkpoint_record_id(thread_id, ns, before_id))
-        values.update(branch=mapping.branch_for(ns), low=low, high=high)
-        shapes = (_NAMESPACE_LIST, _NAMESPACE_LIST)
+    """The thread's checkpoints `keep` accepts, a page at a time (pages left empty skipped)."""
     while True:
-        page = await reads.fetch(shapes["high" in values], values, limit=batch)
+        page = await reads.fetch(pages.shape, pages.values, limit=pages.batch)
         kept = [record for record in page if keep(record)]
         if kept:
             yield kept
-        if len(page) < batch:
+        if not pages.more(page):
             return
-        values["high"] = page[-1].id
+
+
+def _writes_ranges(records: Sequence[Stored]) -> builtins.list[dict[str, str]]:
+    """The values of the `_WRITES_IN_RANGE` reads that find these checkpoint records' writes: their ids extend
+    their checkpoint's writes prefix, so a namespace's records are served by one id range (an index range)."""
+    by_namespace: dict[tuple[str, str], builtins.list[str]] = {}
+    for record in records:
+        state = record.state
+        by_namespace.setdefault((state["thread_id"], state["checkpoint_ns"]), []).append(state["checkpoint_id"])
+    ranges = []
+    for (thread_id, ns), checkpoint_ids in by_namespace.items():
+        low, high = checkpoints_writes_range(thread_id, ns, checkpoint_ids)
+        ranges.append({"low": low, "high": high})
+    return ranges
+
+
+def _owned(records: Sequence[Stored], writes: Sequence[dict[str, Any]]) -> dict[str, builtins.list[dict[str, Any]]]:
+    """The writes found (their fields) of each record, by its id (a range may hold writes of others)."""
+    owned: dict[str, builtins.list[dict[str, Any]]] = {record.id: [] for record in records}
+    for write in writes:
+        into = owned.get(write["owner"])
+        if into is not None:
+            into.append(write)
+    return owned
 
 
 _RANGE = (F.id >= Param("low")) & (F.id < Param("high"))
@@ -508,9 +588,9 @@ class _TupleRead:
         return _MORE
 
 
-def _list_where(store: AsyncStore, thread_id: str | None, ns: str | None, checkpoint_id: str | None,
-                before_id: str | None, wanted: dict[str, Any]) -> tuple[Expr | None, bool]:
+def _list_where(store: AsyncStore, listing: _Listing) -> tuple[Expr | None, bool]:
     """The filter to push down, and whether it selects exactly the wanted metadata (so pages can be small)."""
+    thread_id, ns, checkpoint_id, before_id = listing.thread_id, listing.ns, listing.checkpoint_id, listing.before_id
     caps = store.capabilities
     parts: builtins.list[Expr | None] = [
         F.branch_id == mapping.branch_for(ns) if ns is not None else F.branch_id != mapping.WRITES_BRANCH]
@@ -521,7 +601,7 @@ def _list_where(store: AsyncStore, thread_id: str | None, ns: str | None, checkp
         if ns is not None and before_id and Capability.FILTER_RANGE in caps:
             parts.append(F.id < mapping.checkpoint_record_id(thread_id, ns, before_id))
     exact = Capability.FILTER_METADATA in caps
-    for key, value in wanted.items():
+    for key, value in listing.wanted.items():
         if exact and _pushable(value):
             try:
                 parts.append(bind(F.metadata[key] == value, Record.filterable))
