@@ -15,7 +15,7 @@ JSON `state` (`"type"`) beside the ids a read needs. The metadata (small, and wh
 re-check) is the record's `metadata` when every entry of it is JSON (since format 4: the JSON copy is
 then exact, and a read takes it as the document gives it); otherwise it stays [type, base64 text] in
 `state` (`core.base64text`), as in formats 1 to 3. Formats 1 and 2 kept the checkpoint that way too;
-every format of a checkpoint is still read (`checkpoint_of`, `metadata_of`).
+every format of a checkpoint is still read (`checkpoint_tuple`, `metadata_of`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from operator import itemgetter
 from typing import Any, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import PendingWrite
+from langgraph.checkpoint.base import CheckpointTuple, PendingWrite
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...core.base64text import from_text, to_text
@@ -112,16 +112,21 @@ def decode(serde: SerializerProtocol, stored: list[str]) -> Any:
     return serde.loads_typed((stored[0], from_text(stored[1])))
 
 
-def _payload_or_state(serde: SerializerProtocol, record: Stored, key: str) -> Any:
-    """The value in the record's payload (format 3), else in `state[key]` (formats 1 and 2)."""
-    if record.payload is None:
-        return decode(serde, record.state[key])
-    return serde.loads_typed((record.state["type"], record.payload))
-
-
-def checkpoint_of(serde: SerializerProtocol, record: Stored) -> Any:
-    """The LangGraph checkpoint a checkpoint record holds (any format)."""
-    return _payload_or_state(serde, record, "checkpoint")
+def checkpoint_tuple(serde: SerializerProtocol, record: Stored, writes: Sequence[dict[str, Any]]) -> CheckpointTuple:
+    """The LangGraph tuple of a checkpoint record (any format) and its writes' fields: the checkpoint in the
+    record's payload (format 3 on), else in `state["checkpoint"]` (formats 1 and 2). One call builds it all
+    (every read's last step: each call more cost ~0.3 us of a ~60 us read)."""
+    state = record.state
+    thread_id, ns, parent_id = state["thread_id"], state["checkpoint_ns"], state["parent_checkpoint_id"]
+    payload = record.payload
+    parent: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}}
+    return CheckpointTuple(
+        {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": state["checkpoint_id"]}},
+        decode(serde, state["checkpoint"]) if payload is None else serde.loads_typed((state["type"], payload)),
+        metadata_of(serde, record),
+        parent if parent_id else None,
+        pending_writes(serde, writes) if writes else [],
+    )
 
 
 def metadata_of(serde: SerializerProtocol, record: Stored) -> Any:

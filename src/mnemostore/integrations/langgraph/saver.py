@@ -111,7 +111,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             read = _TupleRead.kept(config, self._latest_reads)
             found = flat.read_with_writes(*read.reads)
             if found is not None:
-                answer = read.answer(self, *found)
+                answer = read.answer(self.serde, *found)
                 return self._bridge.run(self._with_writes(flat, found[0][0])) if isinstance(answer, _More) else answer
         return self._bridge.run(self._get_tuple(flat, config))
 
@@ -226,7 +226,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
         if reads.ranges:  # one read (`_TupleRead`), and another for a latest checkpoint that has writes
             read = _TupleRead(config)
             found, writes = await reads.fetch_with_writes(*read.reads)
-            answer = read.answer(self, found, writes)
+            answer = read.answer(self.serde, found, writes)
             if not isinstance(answer, _More):
                 return answer
             record = found[0]
@@ -239,7 +239,7 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
 
     async def _with_writes(self, reads: Reads, record: Stored) -> CheckpointTuple:
         """The tuple of a checkpoint record with its pending writes read."""
-        return self._tuple(record, (await self._writes_by_owner(reads, [record]))[record.id])
+        return mapping.checkpoint_tuple(self.serde, record, (await self._writes_by_owner(reads, [record]))[record.id])
 
     async def _list(self, reads: Reads, listing: _Listing,
                     limit: int | None) -> AsyncGenerator[builtins.list[CheckpointTuple], None]:
@@ -284,14 +284,14 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
                 for values in _writes_ranges(kept):
                     found += flat.read_writes(_WRITES_IN_RANGE, values, run)
                 writes = _owned(kept, found)
-                yield from [self._tuple(record, writes[record.id]) for record in kept]
+                yield from [mapping.checkpoint_tuple(self.serde, record, writes[record.id]) for record in kept]
             if remaining == 0 or not pages.more(page):
                 return
 
     async def _tuples(self, reads: Reads, records: Sequence[Stored]) -> builtins.list[CheckpointTuple]:
         """Checkpoint tuples for these records, with their pending writes fetched in few queries."""
         writes = await self._writes_by_owner(reads, records)
-        return [self._tuple(record, writes[record.id]) for record in records]
+        return [mapping.checkpoint_tuple(self.serde, record, writes[record.id]) for record in records]
 
     async def _writes_by_owner(self, reads: Reads,
                                records: Sequence[Stored]) -> dict[str, builtins.list[dict[str, Any]]]:
@@ -305,18 +305,6 @@ class MnemostoreSaver(BaseCheckpointSaver[str]):
             owners = [record.id for record in records]
             found = [write.__dict__ for write in await reads.writes.all(F.owner.in_(owners))]
         return _owned(records, found)
-
-    def _tuple(self, record: Stored, writes: Sequence[dict[str, Any]]) -> CheckpointTuple:
-        state = record.state
-        thread_id, ns = state["thread_id"], state["checkpoint_ns"]
-        parent_id = state["parent_checkpoint_id"]
-        return CheckpointTuple(  # config, checkpoint, metadata, parent_config, pending_writes
-            mapping.config_for(thread_id, ns, state["checkpoint_id"]),
-            mapping.checkpoint_of(self.serde, record),
-            mapping.metadata_of(self.serde, record),
-            mapping.config_for(thread_id, ns, parent_id) if parent_id else None,
-            mapping.pending_writes(self.serde, writes) if writes else [],
-        )
 
     # writing --------------------------------------------------------------------------
     def _checkpoint(self, config: RunnableConfig, checkpoint: LGCheckpoint,
@@ -573,18 +561,18 @@ class _TupleRead:
             self.reads = (_NEWEST_IN_RANGE, {"low": low, "high": high}, 1,
                           _NEWEST_WRITE_IN_RANGE, {"low": write_low, "high": write_high}, 1, ("id",))
 
-    def answer(self, saver: MnemostoreSaver, found: Sequence[Stored],
+    def answer(self, serde: SerializerProtocol, found: Sequence[Stored],
                writes: Sequence[dict[str, Any]]) -> CheckpointTuple | _More | None:
         """The tuple, None where no checkpoint was found, or `_MORE` for a latest one whose writes are to read."""
         if not found:
             return None
         owner = self._owner
         if owner is not None:
-            return saver._tuple(found[0], [write for write in writes if write["owner"] == owner])
-        record = found[0]
+            return mapping.checkpoint_tuple(serde, found[0], [write for write in writes if write["owner"] == owner])
+        record = found[0]  # no writes if every write of it would sort after the namespace's newest:
         if not writes or writes[0]["id"] < checkpoint_writes_prefix(self._thread_id, self._ns,
                                                                     record.state["checkpoint_id"]):
-            return saver._tuple(record, [])  # every write of it would sort after the namespace's newest
+            return mapping.checkpoint_tuple(serde, record, [])
         return _MORE
 
 
