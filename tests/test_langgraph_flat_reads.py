@@ -149,7 +149,7 @@ TASKS = 4
 @given(ids=st.lists(st.text("ab./-", min_size=1, max_size=4), min_size=1, max_size=6, unique=True))
 def test_listed_checkpoints_have_their_own_writes(new_url: Callable[[], str], ids: list[str]) -> None:
     """Each listed tuple holds its own checkpoint's pending writes and no other's, where checkpoint ids extend
-    one another ("a", "a.b", "a-"): a page's writes are read by one id range (`_writes_by_owner`); sync and async."""
+    one another ("a", "a.b", "a-"): a page's writes are read by one id range (`_writes_ranges`); sync and async."""
     with mnemostore.open(url := new_url()) as store:
         saver = MnemostoreSaver(store)
         thread = _config("t", "")
