@@ -119,12 +119,14 @@ def checkpoint_tuple(serde: SerializerProtocol, record: Stored, writes: Sequence
     state = record.state
     thread_id, ns, parent_id = state["thread_id"], state["checkpoint_ns"], state["parent_checkpoint_id"]
     payload = record.payload
-    parent: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}}
+    parent: RunnableConfig | None = None
+    if parent_id:
+        parent = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}}
     return CheckpointTuple(
         {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": state["checkpoint_id"]}},
         decode(serde, state["checkpoint"]) if payload is None else serde.loads_typed((state["type"], payload)),
         metadata_of(serde, record),
-        parent if parent_id else None,
+        parent,
         pending_writes(serde, writes) if writes else [],
     )
 

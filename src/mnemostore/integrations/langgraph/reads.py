@@ -105,14 +105,14 @@ class FlatReads(Reads):
         (`_reader`); None where the backend reads those shapes one after another."""
 
     async def fetch(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None = None) -> Sequence[Stored]:
-        found = await self._found((shape, limit), ((shape, limit, None),), (values,))
+        found = await self._found(*_alone(shape, values, limit))
         if found is None:
             return await super().fetch(shape, values, limit)
         return list(map(StoredFields, found[0]))
 
     async def fetch_writes(self, shape: QueryShape, values: Mapping[str, Any],
                            limit: int | None = None) -> list[dict[str, Any]]:
-        found = await self._found((shape, limit), ((shape, limit, None),), (values,))
+        found = await self._found(*_alone(shape, values, limit))
         return await super().fetch_writes(shape, values, limit) if found is None else found[0]
 
     async def fetch_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
@@ -127,12 +127,12 @@ class FlatReads(Reads):
     def read(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None, run: Runner) -> Sequence[Stored]:
         """`fetch` by a plain call (a sync method's); `run` drives the collection's read where the backend gives
         None (a value its statement was not compiled for)."""
-        found = self._read((shape, limit), ((shape, limit, None),), (values,))
+        found = self._read(*_alone(shape, values, limit))
         return run(Reads.fetch(self, shape, values, limit)) if found is None else list(map(StoredFields, found[0]))
 
     def read_writes(self, shape: QueryShape, values: Mapping[str, Any], run: Runner) -> list[dict[str, Any]]:
         """`fetch_writes` (no limit) by a plain call, as `read`."""
-        found = self._read((shape, None), ((shape, None, None),), (values,))
+        found = self._read(*_alone(shape, values, None))
         return run(Reads.fetch_writes(self, shape, values)) if found is None else found[0]
 
     def read_with_writes(self, shape: QueryShape, values: Mapping[str, Any], limit: int | None,
@@ -203,6 +203,12 @@ class AwaitedFlatReads(FlatReads):
             return found
         reader = self._readers[key] if key in self._readers else self._reader(key, reads)
         return None if reader is None else await store._calls.run(reader, values)
+
+
+def _alone(shape: QueryShape, values: Mapping[str, Any], limit: int | None,
+           ) -> tuple[tuple[Any, ...], tuple[tuple[QueryShape, int | None, None]], tuple[Mapping[str, Any]]]:
+    """The (key, reads, values) `FlatReads._read` takes for one shape's read (its documents whole)."""
+    return (shape, limit), ((shape, limit, None),), (values,)
 
 
 def _with_writes(shape: QueryShape, values: Mapping[str, Any], limit: int | None, writes: QueryShape,
